@@ -1,0 +1,102 @@
+# nibble: plain make. Targets: all (default), test, asan, fuzz, bench, demo, install, clean.
+# Default build runs on any x86-64: ISA-specific sources get their own flags and are chosen at run
+# time (src/base/cpu.c); never -march=native.
+
+CC      ?= cc
+PREFIX  ?= /usr/local
+BUILD   ?= build
+OPT     ?= -O2
+CFLAGS_BASE := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla -fPIC -pthread \
+               -D_GNU_SOURCE -Iinclude -Isrc -I.
+SAN     ?=
+CFLAGS_ALL := $(CFLAGS_BASE) $(SAN) $(EXTRA_CFLAGS)
+LDLIBS  := -lm -pthread
+
+AVX2_FLAGS   := -mavx2 -mfma -mf16c
+AVX512_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
+
+LIB_SRC    := $(sort $(shell find src -name '*.c' -not -path 'src/kernels/x86/*'))
+AVX2_SRC   := $(sort $(wildcard src/kernels/x86/avx2/*.c))
+AVX512_SRC := $(sort $(wildcard src/kernels/x86/avx512/*.c))
+CLI_SRC    := $(sort $(wildcard cli/*.c))
+TEST_SRC   := $(sort $(wildcard tests/test_*.c))
+BENCH_SRC  := $(sort $(wildcard bench/*.c))
+
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(AVX2_SRC:%.c=$(BUILD)/%.o) $(AVX512_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TESTS   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCHES := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+LIBA  := $(BUILD)/libnibble.a
+LIBSO := $(BUILD)/libnibble.so
+BIN   := $(BUILD)/nibble
+
+VENV   := $(BUILD)/venv
+PY     := $(VENV)/bin/python
+
+.PHONY: all test test-c test-parity asan fuzz bench demo install clean venv
+all: $(LIBA) $(LIBSO) $(BIN)
+
+$(BUILD)/src/kernels/x86/avx2/%.o: src/kernels/x86/avx2/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(AVX2_FLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/src/kernels/x86/avx512/%.o: src/kernels/x86/avx512/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(AVX512_FLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(LIBA): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(LIBSO): $(LIB_OBJ)
+	$(CC) $(SAN) -shared -o $@ $^ $(LDLIBS)
+
+$(BIN): $(CLI_OBJ) $(LIBA)
+	$(CC) $(SAN) -o $@ $(CLI_OBJ) $(LIBA) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/test.h $(LIBA)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -Itests -MMD -MP -o $@ $< $(LIBA) $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(LIBA)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -o $@ $< $(LIBA) $(LDLIBS)
+
+# Python oracles (gguf, numpy, llama-cpp-python) live in a virtual environment under build/.
+venv: $(VENV)/.stamp
+$(VENV)/.stamp: scripts/setup-venv.sh tests/parity/requirements.txt
+	bash scripts/setup-venv.sh $(VENV) tests/parity/requirements.txt
+	@touch $@
+
+# Every C test program, then the parity tier; tests/run.sh sums them into one closing line.
+test: all $(TESTS) $(VENV)/.stamp
+	@bash tests/run.sh $(BUILD) $(PY)
+
+test-c: all $(TESTS)
+	@bash tests/run.sh $(BUILD)
+
+asan:
+	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test-c
+
+fuzz:
+	$(MAKE) -C fuzz
+
+bench: all $(BENCHES)
+	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 include/nibble.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' scripts/nibble.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/nibble.pc
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD) build-asan -name '*.d' 2>/dev/null)

@@ -1,0 +1,8 @@
+/* commands.h: one entry point per subcommand; argv[0] is the subcommand name. Exit codes: 0 ok,
+ * 1 the work failed (message on stderr), 2 bad usage. */
+#ifndef NB_CLI_COMMANDS_H
+#define NB_CLI_COMMANDS_H
+
+int cmd_version(int argc, char **argv);
+
+#endif

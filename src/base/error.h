@@ -1,0 +1,20 @@
+/*
+ * error.h: how the library reports failure. A function that fails calls nb_fail(), which stores
+ * a formatted message in a thread-local buffer (read with nb_last_error()) and returns the status,
+ * so a failure site is one line: `return nb_fail(NB_ERR_FORMAT, "tensor '%s': ...", name);`.
+ */
+#ifndef NB_BASE_ERROR_H
+#define NB_BASE_ERROR_H
+
+#include "nibble.h"
+
+#if defined(__GNUC__)
+#define NB_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define NB_PRINTF(a, b)
+#endif
+
+nb_status nb_fail(nb_status s, const char *fmt, ...) NB_PRINTF(2, 3);
+void nb_clear_error(void);
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * test.h: the tiny test harness every tests/test_*.c uses.
+ *
+ *   TEST(name) { CHECK(cond, "fmt", ...); }
+ *   int main(void) { RUN(name); ...; return test_summary(); }
+ *
+ * A test passes when none of its CHECKs failed. test_summary() prints "N passed, N failed" for the
+ * program (tests/run.sh adds the programs up) and returns non-zero on any failure. SKIP() records a
+ * test that cannot run on this machine, with the reason printed, and counts it as skipped.
+ */
+#ifndef NB_TEST_H
+#define NB_TEST_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int test_failed_checks, test_passed, test_failed, test_skipped, test_skip_current;
+static const char *test_current;
+
+#define TEST(name) static void name(void)
+
+#define CHECK(cond, ...)                                                                    \
+    do {                                                                                    \
+        if (!(cond)) {                                                                      \
+            if (test_failed_checks < 20 || getenv("NB_TEST_VERBOSE")) {                     \
+                printf("FAIL %s (%s:%d): ", test_current, __FILE__, __LINE__);     \
+                printf(__VA_ARGS__);                                               \
+                putchar('\n');                                                        \
+            }                                                                               \
+            test_failed_checks++;                                                           \
+        }                                                                                   \
+    } while (0)
+
+#define SKIP(...)                                                    \
+    do {                                                             \
+        printf("skipped: %s: ", test_current);                       \
+        printf(__VA_ARGS__);                                         \
+        putchar('\n');                                               \
+        test_skip_current = 1;                                       \
+        return;                                                      \
+    } while (0)
+
+#define RUN(name) test_run(#name, name)
+
+static inline void test_run(const char *name, void (*fn)(void)) {
+    int before = test_failed_checks;
+    test_current = name;
+    test_skip_current = 0;
+    fn();
+    if (test_skip_current) test_skipped++;
+    else if (test_failed_checks == before) test_passed++;
+    else {
+        test_failed++;
+        printf("FAILED: %s (%d checks)\n", name, test_failed_checks - before);
+    }
+}
+
+static inline int test_summary(void) {
+    if (test_skipped) printf("%d passed, %d failed, %d skipped\n", test_passed, test_failed, test_skipped);
+    else printf("%d passed, %d failed\n", test_passed, test_failed);
+    return test_failed != 0;
+}
+
+#endif
