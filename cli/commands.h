@@ -4,5 +4,9 @@
 #define NB_CLI_COMMANDS_H
 
 int cmd_version(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

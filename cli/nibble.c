@@ -12,6 +12,10 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *help;
 } commands[] = {
+    {"run", cmd_run, "generate text from a model (llama.cpp flags), or --chat"},
+    {"bench", cmd_bench, "benchmarks: `bench kernels` (GEMV GB/s vs streaming read, GEMM GFLOP/s)"},
+    {"inspect", cmd_inspect, "what a GGUF file holds: hyperparameters, type census, memory (--tensors, --json)"},
+    {"tokenize", cmd_tokenize, "text -> token ids and pieces, as llama-tokenize (--ids, --parse-special)"},
     {"version", cmd_version, "print the version and the kernel set this CPU gets"},
 };
 

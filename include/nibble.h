@@ -122,6 +122,345 @@ nb_status nb_quantize(int id, const float *x, void *dst, int64_t n);
 /* Dequantizer: bit-exact with llama.cpp's. */
 nb_status nb_dequantize(int id, const void *src, float *y, int64_t n);
 
+/* ------------------------------------------------------ FP4 quantizer options */
+/* Alternatives to llama.cpp's reference rules for MXFP4 and NVFP4. Their output is ordinary
+ * MXFP4/NVFP4 blocks that nb_dequantize (and llama.cpp) decode; they differ only in how scales and
+ * codes are chosen. Same checks as nb_quantize: n a multiple of the block length, finite x. */
+
+/* MXFP4 with the shared exponent rounded UP: e = ceil(log2(amax/6)) + 127 (clamped to 0..254), so
+ * the block maximum is never clipped (llama.cpp rounds down and clips block maxima whose mantissa
+ * exceeds 1.5); each element then takes the E2M1 code nearest to x/2^(e-127), ties to even. */
+nb_status nb_quantize_mxfp4_roundup(const float *x, void *dst, int64_t n);
+
+/* NVIDIA's two-level NVFP4: a per-tensor encode scale S = 448*6/amax(x[0..n)) (1 when all zero);
+ * block scale = UE4M3 of amax16*S/6 (nearest even, saturating at 448); elements = E2M1 nearest
+ * even of x/(blockscale/S), saturating at +-6. Writes 1/S to *tensor_scale: dequantize(dst)
+ * times *tensor_scale approximates x. In GGUF that factor is the F32 tensor "<name>.scale". */
+nb_status nb_quantize_nvfp4_2level(const float *x, void *dst, int64_t n, float *tensor_scale);
+
+/* ------------------------------------------------------- threads and matmul */
+/* One thread pool serves every kernel. A pool of N threads is the calling thread plus N-1
+ * persistent workers; work is split by output rows into N contiguous chunks that depend only on
+ * the sizes, and each output element is computed by the same instruction sequence whatever the
+ * chunk, so results are bit-identical for any thread count. A pool runs one job at a time;
+ * concurrent callers are serialized. Design, pairing and tolerances: docs/KERNELS.md. */
+
+typedef struct nb_pool nb_pool;
+typedef void (*nb_pool_fn)(void *ctx, int64_t begin, int64_t end);
+
+/* n_threads <= 0 means one per online CPU. */
+nb_status nb_pool_create(int n_threads, nb_pool **out);
+void nb_pool_destroy(nb_pool *pool);
+int nb_pool_threads(const nb_pool *pool); /* 1 for a NULL pool */
+/* Runs fn over [0, n) split in chunks whose bounds are multiples of grain; NULL pool = caller. */
+nb_status nb_pool_for(nb_pool *pool, int64_t n, int64_t grain, nb_pool_fn fn, void *ctx);
+
+/* How activations meet the weights. NB_ROUTE_QUANT (the default, as llama.cpp): activations are
+ * quantized to the weight type's partner (Q8_0 for Q4_0/Q5_0/Q8_0/MXFP4/NVFP4, Q8_K for
+ * Q4_K/Q5_K/Q6_K) and the dot products run in integers; F32/F16/BF16 weights always meet f32
+ * activations. NB_ROUTE_F32: weights are decoded in registers and activations stay f32 (slower,
+ * no activation rounding; for accuracy comparisons). */
+typedef enum nb_route { NB_ROUTE_QUANT = 0, NB_ROUTE_F32 = 1 } nb_route;
+
+/* y[t*n_out + o] = sum_i W[o,i] * x[t*n_in + i] for o < n_out, t < n_tok. W is n_out rows of
+ * n_in elements of type wtype, rows contiguous (a GGUF tensor with ne[0] = n_in, read in place:
+ * never copied or dequantized to memory). n_in must be a multiple of the type's block length
+ * (and of 256 for the K-quants). y must not overlap x or w. Activation scratch comes from the
+ * pool (grown once, reused); a NULL pool runs on the calling thread and allocates per call. The
+ * NVFP4 per-tensor ".scale" factor is not applied here: multiply y by it. */
+nb_status nb_matmul(nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in,
+                    const float *x, int64_t n_tok, float *y);
+nb_status nb_matmul_route(nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in,
+                          const float *x, int64_t n_tok, float *y, nb_route route);
+
+/* Which kernel a weight type runs with on this CPU, e.g. "avx2 q8_0 x q8_0" or "avx2 q4_K x f32";
+ * NULL (with nb_last_error set) when nibble has no kernel for the type. */
+const char *nb_matmul_kernel_name(int wtype, nb_route route);
+
+/* ------------------------------------------------------------------ GGUF */
+/* Reader for GGUF v2/v3 (little endian) and writer for v3. The reader maps the file read-only and
+ * validates every count, length, type, shape and offset before anything is used; tensor data
+ * pointers point into the mapping (nothing is copied). Layout and limits: docs/SECURITY.md. */
+
+typedef struct nb_gguf nb_gguf;
+
+/* Metadata value types as a GGUF file stores them. */
+typedef enum nb_gguf_vtype {
+    NB_GGUF_U8 = 0,
+    NB_GGUF_I8 = 1,
+    NB_GGUF_U16 = 2,
+    NB_GGUF_I16 = 3,
+    NB_GGUF_U32 = 4,
+    NB_GGUF_I32 = 5,
+    NB_GGUF_F32 = 6,
+    NB_GGUF_BOOL = 7,
+    NB_GGUF_STRING = 8,
+    NB_GGUF_ARRAY = 9,
+    NB_GGUF_U64 = 10,
+    NB_GGUF_I64 = 11,
+    NB_GGUF_F64 = 12,
+} nb_gguf_vtype;
+
+/* Open flags. By default a tensor of a type nibble cannot run is refused (NB_ERR_UNSUPPORTED
+ * naming the tensor and the type). With NB_GGUF_LIST_UNSUPPORTED such tensors of a known ggml
+ * type are validated, listed with supported = 0 and counted by nb_gguf_unsupported_count(), so
+ * tools such as `inspect` can describe a file nibble will not run. */
+enum { NB_GGUF_LIST_UNSUPPORTED = 1u << 0 };
+
+/* Limits the reader enforces beyond what the bytes themselves bound. */
+#define NB_GGUF_MAX_NAME 63          /* tensor name bytes (ggml: 64 including the NUL) */
+#define NB_GGUF_MAX_KEY 1024         /* metadata key bytes */
+#define NB_GGUF_MAX_DIMS 4
+#define NB_GGUF_MAX_ALIGNMENT (1u << 20)
+#define NB_GGUF_DEFAULT_ALIGNMENT 32
+
+typedef struct nb_gguf_tensor {
+    const char *name;   /* NUL-terminated, 1..NB_GGUF_MAX_NAME bytes */
+    int type;           /* GGUF type id (nb_type_name() names it) */
+    int supported;      /* 1 when nibble runs this type */
+    int n_dims;         /* 1..4 */
+    int64_t ne[4];      /* elements per dimension, ne[0] = row length (contiguous); unused dims = 1 */
+    uint64_t bytes;     /* bytes of the tensor's data */
+    uint64_t offset;    /* from the start of the data section; a multiple of the alignment */
+    const void *data;   /* into the mapping (or the parsed buffer) */
+} nb_gguf_tensor;
+
+/* One metadata value. Scalar strings are NUL-terminated copies; strings read out of an array point
+ * into the mapping and are NOT NUL-terminated (use len). */
+typedef struct nb_gguf_value {
+    nb_gguf_vtype type;
+    union {
+        uint64_t u; /* U8 U16 U32 U64 BOOL (0 or 1) */
+        int64_t i;  /* I8 I16 I32 I64 */
+        double f;   /* F32 F64 */
+        struct { const char *ptr; uint64_t len; } str;      /* STRING */
+        struct { nb_gguf_vtype type; uint64_t count; } arr; /* ARRAY: element type and count */
+    } v;
+} nb_gguf_value;
+
+/* "u8", "string", "array", ...; "unknown" for other values. */
+const char *nb_gguf_vtype_name(int type);
+
+nb_status nb_gguf_open(const char *path, nb_gguf **out);
+nb_status nb_gguf_open_ex(const char *path, unsigned flags, nb_gguf **out);
+/* Parse a buffer in memory (tests, fuzzing). The buffer must outlive the handle. */
+nb_status nb_gguf_parse(const void *data, size_t len, nb_gguf **out);
+nb_status nb_gguf_parse_ex(const void *data, size_t len, unsigned flags, nb_gguf **out);
+void nb_gguf_close(nb_gguf *g);
+
+uint32_t nb_gguf_version(const nb_gguf *g);
+uint32_t nb_gguf_alignment(const nb_gguf *g);
+uint64_t nb_gguf_file_size(const nb_gguf *g);
+uint64_t nb_gguf_data_offset(const nb_gguf *g);  /* where the data section starts in the file */
+
+/* Metadata by index (0 .. count-1, in file order) */
+int64_t nb_gguf_kv_count(const nb_gguf *g);
+int64_t nb_gguf_find_key(const nb_gguf *g, const char *key); /* index, or -1 when absent */
+const char *nb_gguf_kv_key(const nb_gguf *g, int64_t kv);    /* NULL for a bad index */
+nb_status nb_gguf_kv_value(const nb_gguf *g, int64_t kv, nb_gguf_value *out);
+nb_status nb_gguf_arr_value(const nb_gguf *g, int64_t kv, uint64_t i, nb_gguf_value *out);
+
+/* Typed look-ups by key: NB_ERR_RANGE when the key is absent, NB_ERR_FORMAT when it holds another
+ * type (no silent conversion: a file must say what a reader expects). */
+nb_status nb_gguf_get_u32(const nb_gguf *g, const char *key, uint32_t *v);
+nb_status nb_gguf_get_i32(const nb_gguf *g, const char *key, int32_t *v);
+nb_status nb_gguf_get_u64(const nb_gguf *g, const char *key, uint64_t *v);
+nb_status nb_gguf_get_f32(const nb_gguf *g, const char *key, float *v);
+nb_status nb_gguf_get_bool(const nb_gguf *g, const char *key, int *v);
+nb_status nb_gguf_get_string(const nb_gguf *g, const char *key, const char **s); /* NUL-terminated */
+/* An array of element type `elem`: its kv index and length. Elements then by index: */
+nb_status nb_gguf_get_array(const nb_gguf *g, const char *key, nb_gguf_vtype elem, int64_t *kv,
+                            uint64_t *count);
+nb_status nb_gguf_arr_u32(const nb_gguf *g, int64_t kv, uint64_t i, uint32_t *v);
+nb_status nb_gguf_arr_i32(const nb_gguf *g, int64_t kv, uint64_t i, int32_t *v);
+nb_status nb_gguf_arr_f32(const nb_gguf *g, int64_t kv, uint64_t i, float *v);
+nb_status nb_gguf_arr_str(const nb_gguf *g, int64_t kv, uint64_t i, const char **s, size_t *len);
+
+/* Tensors, in file order */
+int64_t nb_gguf_tensor_count(const nb_gguf *g);
+int64_t nb_gguf_unsupported_count(const nb_gguf *g); /* only non-zero with NB_GGUF_LIST_UNSUPPORTED */
+const nb_gguf_tensor *nb_gguf_tensor_at(const nb_gguf *g, int64_t i);        /* NULL out of range */
+const nb_gguf_tensor *nb_gguf_find_tensor(const nb_gguf *g, const char *name); /* NULL absent */
+
+/* Writer: GGUF v3. Keys keep the order they were first set in; setting a key again replaces its
+ * value. Tensor data is NOT copied: it must stay valid until nb_gguf_writer_write() returns.
+ * The file is written to a temporary name beside `path` and renamed over it when complete.
+ * general.alignment, when set (u32, power of two), is the alignment used. */
+typedef struct nb_gguf_writer nb_gguf_writer;
+
+nb_status nb_gguf_writer_create(nb_gguf_writer **out);
+void nb_gguf_writer_free(nb_gguf_writer *w);
+/* Any scalar type (v->type != ARRAY); a string value is v->v.str (ptr, len). */
+nb_status nb_gguf_writer_set(nb_gguf_writer *w, const char *key, const nb_gguf_value *v);
+nb_status nb_gguf_writer_set_u32(nb_gguf_writer *w, const char *key, uint32_t v);
+nb_status nb_gguf_writer_set_i32(nb_gguf_writer *w, const char *key, int32_t v);
+nb_status nb_gguf_writer_set_u64(nb_gguf_writer *w, const char *key, uint64_t v);
+nb_status nb_gguf_writer_set_f32(nb_gguf_writer *w, const char *key, float v);
+nb_status nb_gguf_writer_set_bool(nb_gguf_writer *w, const char *key, int v);
+nb_status nb_gguf_writer_set_string(nb_gguf_writer *w, const char *key, const char *s);
+/* Array of `count` elements: numeric types as a packed C array of that type (bool: uint8_t 0/1),
+ * strings as `const char *const *` (NUL-terminated). */
+nb_status nb_gguf_writer_set_array(nb_gguf_writer *w, const char *key, nb_gguf_vtype elem, const void *data,
+                                   uint64_t count);
+nb_status nb_gguf_writer_add_tensor(nb_gguf_writer *w, const char *name, int type, int n_dims,
+                                    const int64_t *ne, const void *data);
+nb_status nb_gguf_writer_write(nb_gguf_writer *w, const char *path);
+
+/* ------------------------------------------------------------- tokenizer */
+/* SentencePiece-style tokenizer (GGUF tokenizer.ggml.model = "llama"), id-for-id with llama.cpp's
+ * llama_tokenize / llama_token_to_piece / llama_detokenize on such a vocabulary. Rules in
+ * src/model/tokenizer.h. A tokenizer is immutable once created; every call on it may run on any
+ * number of threads at once. */
+
+typedef struct nb_tokenizer nb_tokenizer;
+
+/* GGUF tokenizer.ggml.token_type values */
+typedef enum nb_token_type {
+    NB_TOKEN_UNDEFINED = 0,
+    NB_TOKEN_NORMAL = 1,
+    NB_TOKEN_UNKNOWN = 2,
+    NB_TOKEN_CONTROL = 3,
+    NB_TOKEN_USER_DEFINED = 4,
+    NB_TOKEN_UNUSED = 5,
+    NB_TOKEN_BYTE = 6,   /* text "<0xHH>": the raw byte HH */
+} nb_token_type;
+
+#define NB_VOCAB_MAX_TOKENS (1 << 24) /* tokens in a vocabulary */
+#define NB_TOKEN_MAX_BYTES 65536      /* bytes of one token's text */
+#define NB_TOKENIZE_MAX_BYTES (1u << 28) /* bytes of text one nb_tokenize call accepts */
+
+typedef struct nb_token_text {
+    const char *ptr;  /* not NUL-terminated; NULL only when len is 0 */
+    uint64_t len;
+} nb_token_text;
+
+/* A vocabulary as plain arrays, e.g. straight out of a GGUF mapping. The tokenizer copies the
+ * arrays but NOT the text bytes: every texts[i].ptr must stay valid until nb_tokenizer_free(). */
+typedef struct nb_vocab_desc {
+    int64_t n_tokens;            /* 1 .. NB_VOCAB_MAX_TOKENS */
+    const nb_token_text *texts;  /* [n_tokens] */
+    const float *scores;         /* [n_tokens] finite, or NULL (all 0) */
+    const int32_t *types;        /* [n_tokens] nb_token_type, or NULL (all normal) */
+    int32_t bos_id, eos_id, unk_id; /* -1 when absent */
+    int32_t eot_id;              /* end-of-turn id when the file names one, else -1 */
+    int add_bos, add_eos;        /* the vocabulary wants BOS in front / EOS behind */
+    int add_space_prefix;        /* prefix raw text with a space */
+} nb_vocab_desc;
+
+/* Validates the descriptor (ids in range, lengths bounded, types known, scores finite, byte tokens
+ * spelled <0xHH>) and builds the look-up tables. Errors name the token index. */
+nb_status nb_tokenizer_create(const nb_vocab_desc *d, nb_tokenizer **out);
+/* The vocabulary of an opened GGUF (tokenizer.ggml.*). Only the "llama" model is supported; the
+ * token texts point into g's mapping, so g must outlive the tokenizer. */
+nb_status nb_tokenizer_from_gguf(const nb_gguf *g, nb_tokenizer **out);
+void nb_tokenizer_free(nb_tokenizer *t);
+
+/* Text (any bytes, len of them) -> token ids. add_special: add BOS/EOS where the vocabulary asks
+ * for them (llama.cpp's add_special). parse_special: also split out control tokens written in the
+ * text ("<start_of_turn>"); user-defined tokens are always split out. Writes at most cap ids;
+ * *n_out is the count, and when it exceeds cap the call returns NB_ERR_RANGE (ids holds the
+ * first cap). */
+nb_status nb_tokenize(const nb_tokenizer *t, const char *text, size_t len, int add_special,
+                      int parse_special, int32_t *ids, size_t cap, size_t *n_out);
+
+/* The bytes a token stands for: U+2581 becomes ' ', <0xHH> the byte HH; control and unknown
+ * tokens give "" unless `special`; unused and undefined tokens give "". Writes at most cap bytes
+ * (no NUL); *len is the piece length, and when it exceeds cap the call returns NB_ERR_RANGE. An id
+ * outside the vocabulary is NB_ERR_INVALID_ARG. */
+nb_status nb_token_to_piece(const nb_tokenizer *t, int32_t id, char *buf, size_t cap, size_t *len,
+                            int special);
+/* Pieces of n ids, concatenated (llama_detokenize). remove_special: drop a leading BOS and a
+ * trailing EOS where the vocabulary adds them; unparse_special: render control tokens. With
+ * add_space_prefix the first piece loses one leading space (unless a BOS was dropped). Same
+ * cap / *len / NB_ERR_RANGE convention as nb_token_to_piece. */
+nb_status nb_detokenize(const nb_tokenizer *t, const int32_t *ids, size_t n, int remove_special,
+                        int unparse_special, char *buf, size_t cap, size_t *len);
+
+int32_t nb_tokenizer_n_tokens(const nb_tokenizer *t);
+int32_t nb_tokenizer_bos(const nb_tokenizer *t);  /* -1 when none */
+int32_t nb_tokenizer_eos(const nb_tokenizer *t);  /* -1 when none */
+int nb_tokenizer_add_bos(const nb_tokenizer *t);  /* the vocabulary wants BOS in front */
+/* Id of the token whose text is exactly these bytes ("<end_of_turn>"), or -1. */
+int32_t nb_tokenizer_find(const nb_tokenizer *t, const char *text, size_t len);
+/* Raw text of a token (not NUL-terminated; NULL for a bad id). */
+const char *nb_tokenizer_text(const nb_tokenizer *t, int32_t id, size_t *len);
+int nb_tokenizer_type(const nb_tokenizer *t, int32_t id); /* nb_token_type, -1 for a bad id */
+/* 1 when the token ends generation: EOS, the end-of-turn id, and tokens llama.cpp marks by text
+ * ("<end_of_turn>", "<|eot_id|>", "</s>", ...). */
+int nb_tokenizer_is_eog(const nb_tokenizer *t, int32_t id);
+
+/* --------------------------------------------------------------- runtime */
+/* A model is a GGUF checkpoint bound to its architecture's graph (Gemma 3 text today): weights stay
+ * in the read-only mapping, every matrix product goes through nb_matmul with the tensor's own
+ * type. A context is one sequence: its KV cache and activation arena are allocated once, from
+ * n_ctx and n_batch, and nothing is allocated per token. */
+
+typedef struct nb_model nb_model;
+typedef struct nb_ctx nb_ctx;
+
+typedef struct nb_model_info {
+    char arch[32];          /* general.architecture */
+    char name[96];          /* general.name, or "" */
+    int n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab, n_ctx_train;
+    int sliding_window;     /* 0 when no layer is local */
+    int n_sliding;          /* how many layers are local */
+    float rope_base;        /* global layers */
+    float rope_base_local;  /* sliding-window layers */
+    float rms_eps;
+    uint64_t weight_bytes;  /* bytes of tensor data the graph reads */
+} nb_model_info;
+
+/* Opens, validates and binds a model. Refuses an unknown architecture by name, hyperparameters
+ * out of range, and any missing or mis-shaped tensor (naming it). */
+nb_status nb_model_load(const char *path, nb_model **out);
+void nb_model_free(nb_model *m);
+const nb_model_info *nb_model_get_info(const nb_model *m);
+const nb_tokenizer *nb_model_tokenizer(const nb_model *m);
+const nb_gguf *nb_model_gguf(const nb_model *m);
+
+typedef struct nb_ctx_params {
+    int n_ctx;       /* positions the KV cache holds (default 4096, capped at the training context) */
+    int n_batch;     /* tokens per prefill step (default 256) */
+    int kv_f32;      /* 1: F32 KV cache; 0: F16 (default, as llama.cpp) */
+    int n_threads;   /* pool size when pool is NULL (<= 0: one per CPU) */
+    nb_pool *pool;   /* optional shared pool (not owned) */
+} nb_ctx_params;
+
+nb_ctx_params nb_ctx_default_params(void);
+nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out);
+void nb_ctx_free(nb_ctx *c);
+/* Appends n tokens at positions pos .. pos+n-1 (batched by n_batch). logits: NULL for none; else
+ * n_vocab floats of the last token, or n*n_vocab (one row per token) when all_logits. Refuses
+ * (NB_ERR_RANGE, nothing changed) when the tokens would not fit in n_ctx, and token ids outside
+ * the vocabulary. */
+nb_status nb_ctx_eval(nb_ctx *c, const int32_t *tokens, int n, float *logits, int all_logits);
+int nb_ctx_pos(const nb_ctx *c);
+int nb_ctx_n_ctx(const nb_ctx *c);
+void nb_ctx_reset(nb_ctx *c);              /* forget every position */
+size_t nb_ctx_memory(const nb_ctx *c);     /* bytes of KV cache plus activation arena */
+
+/* --------------------------------------------------------------- sampling */
+/* llama.cpp's default chain: repetition penalty over the last repeat_last_n accepted tokens,
+ * top-k, top-p, min-p, temperature, a seeded draw. temp <= 0 is greedy. Same logits, options,
+ * seed and history give the same token on any machine and thread count. */
+typedef struct nb_sampler nb_sampler;
+
+typedef struct nb_sampler_params {
+    float temp;           /* 0.8 */
+    int top_k;            /* 40; <= 0 keeps all */
+    float top_p;          /* 0.95 */
+    float min_p;          /* 0.05 */
+    float repeat_penalty; /* 1.0 = off */
+    int repeat_last_n;    /* 64 */
+    uint64_t seed;
+} nb_sampler_params;
+
+nb_sampler_params nb_sampler_default_params(void);
+nb_status nb_sampler_create(const nb_sampler_params *p, int n_vocab, nb_sampler **out);
+void nb_sampler_free(nb_sampler *s);
+int32_t nb_sampler_sample(nb_sampler *s, const float *logits); /* logits: n_vocab floats */
+void nb_sampler_accept(nb_sampler *s, int32_t tok);             /* a token of the sequence (prompt or generated) */
+
 #ifdef __cplusplus
 }
 #endif

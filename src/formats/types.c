@@ -78,15 +78,24 @@ nb_status nb_row_bytes(int id, int64_t n, size_t *bytes) {
     return NB_OK;
 }
 
-nb_status nb_quantize(int id, const float *x, void *dst, int64_t n) {
+nb_status nb_quantize_check(const char *what, int id, const float *x, const void *dst, int64_t n,
+                            const nb_type_traits **out) {
     const nb_type_traits *t;
-    nb_status s = check_row("quantize", id, n, &t);
+    nb_status s = check_row(what, id, n, &t);
     if (s) return s;
-    if (n && (!x || !dst)) return nb_fail(NB_ERR_INVALID_ARG, "quantize %s: NULL buffer", t->info.name);
+    if (n && (!x || !dst)) return nb_fail(NB_ERR_INVALID_ARG, "%s %s: NULL buffer", what, t->info.name);
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(x[i]))
-            return nb_fail(NB_ERR_NONFINITE, "quantize %s: element %lld is %s", t->info.name, (long long)i,
+            return nb_fail(NB_ERR_NONFINITE, "%s %s: element %lld is %s", what, t->info.name, (long long)i,
                            isnan(x[i]) ? "NaN" : "Inf");
+    if (out) *out = t;
+    return NB_OK;
+}
+
+nb_status nb_quantize(int id, const float *x, void *dst, int64_t n) {
+    const nb_type_traits *t;
+    nb_status s = nb_quantize_check("quantize", id, x, dst, n, &t);
+    if (s) return s;
     t->quantize_ref(x, dst, n);
     return NB_OK;
 }

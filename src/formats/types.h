@@ -19,4 +19,10 @@ typedef struct nb_type_traits {
 /* Row for an id, or NULL when nibble does not know the id (no error recorded). */
 const nb_type_traits *nb_type_traits_get(int id);
 
+/* The checks nb_quantize() makes before it quantizes (known type, whole blocks, non-NULL buffers,
+ * finite input), with failures worded "<what> <type>: ..."; shared with the optional quantizers.
+ * Stores the type's row in *out when out is not NULL. */
+nb_status nb_quantize_check(const char *what, int id, const float *x, const void *dst, int64_t n,
+                            const nb_type_traits **out);
+
 #endif

@@ -1,0 +1,238 @@
+/*
+ * bench.c: `nibble bench kernels [-o md|json] [-t LIST] [-r REPS]`: kernel throughput.
+ *
+ * For each thread count: the machine's streaming-read bandwidth (a sum over a 1 GiB buffer split
+ * over the pool), then per weight type: GEMV effective GB/s of weight bytes on a 16384 x 14336
+ * matrix (larger than any L3 here) and its share of the streaming bandwidth just measured, GEMM
+ * GFLOP/s at 512 activation rows on 4096 x 4096, and the activation quantization cost. Medians
+ * and spreads (max - min) over repetitions. Weights are one quantized random 64-row slab tiled
+ * over the matrix (quantizing 235M values with the reference quantizers would take minutes);
+ * one matrix is allocated at a time. Numbers only: nothing here passes or fails.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/commands.h"
+#include "nibble.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    double med, spread;
+} stat;
+
+static stat stats(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return (stat){n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[n - 1] - v[0]};
+}
+
+/* ----------------------------------------------------------- streaming read */
+
+typedef struct {
+    const uint64_t *buf;
+    uint64_t sums[256];
+} stream_job;
+
+static void stream_part(void *ctx, int64_t b, int64_t e) {
+    stream_job *j = ctx;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    const uint64_t *p = j->buf;
+    for (int64_t i = b * 8; i < e * 8; i += 8) { /* one 64-byte line per step */
+        s0 += p[i] + p[i + 4];
+        s1 += p[i + 1] + p[i + 5];
+        s2 += p[i + 2] + p[i + 6];
+        s3 += p[i + 3] + p[i + 7];
+    }
+    j->sums[(b / 4096) % 256] += s0 ^ s1 ^ s2 ^ s3; /* keep the loads alive */
+}
+
+static stat stream_gbs(nb_pool *pool, int reps) {
+    size_t bytes = (size_t)1 << 30;
+    stream_job j = {0};
+    uint64_t *buf = malloc(bytes);
+    if (!buf) return (stat){0, 0};
+    memset(buf, 1, bytes);
+    j.buf = buf;
+    double v[32];
+    for (int r = 0; r < reps; r++) {
+        double t = now_s();
+        nb_pool_for(pool, (int64_t)(bytes / 64), 4096, stream_part, &j);
+        v[r] = (double)bytes / (now_s() - t) / 1e9;
+    }
+    free(buf);
+    return stats(v, reps);
+}
+
+/* ------------------------------------------------------------------- matmul */
+
+/* n_out x n_in weights of a type: a quantized random 64-row slab, repeated. */
+static void *make_weights(int type, int64_t n_out, int64_t n_in, size_t *bytes) {
+    size_t rb;
+    if (nb_row_bytes(type, n_in, &rb) != NB_OK) return NULL;
+    int64_t slab = 64;
+    float *x = malloc(sizeof(float) * (size_t)(slab * n_in));
+    uint8_t *w = malloc(rb * (size_t)n_out);
+    if (!x || !w) {
+        free(x), free(w);
+        return NULL;
+    }
+    uint32_t s = 12345;
+    for (int64_t i = 0; i < slab * n_in; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = (float)((int32_t)s >> 8) / (float)(1 << 23);
+    }
+    nb_quantize(type, x, w, slab * n_in);
+    for (int64_t r = slab; r < n_out; r += slab)
+        memcpy(w + (size_t)r * rb, w, rb * (size_t)(n_out - r < slab ? n_out - r : slab));
+    free(x);
+    *bytes = rb * (size_t)n_out;
+    return w;
+}
+
+static float *make_acts(int64_t n) {
+    float *x = malloc(sizeof(float) * (size_t)n);
+    if (!x) return NULL;
+    uint32_t s = 777;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = (float)((int32_t)s >> 8) / (float)(1 << 23);
+    }
+    return x;
+}
+
+typedef struct {
+    int type, threads;
+    const char *kernel;
+    stat gemv, gemm, quant_ms;
+    double stream;
+} row;
+
+static int bench_type(nb_pool *pool, int type, int reps, row *out) {
+    const int64_t gv_out = 16384, gv_in = 14336, gm_n = 4096, gm_tok = 512;
+    size_t bytes;
+    double v[32];
+    out->type = type;
+    out->kernel = nb_matmul_kernel_name(type, NB_ROUTE_QUANT);
+    void *w = make_weights(type, gv_out, gv_in, &bytes);
+    float *x = make_acts(gm_n * gm_tok > gv_in ? gm_n * gm_tok : gv_in);
+    float *y = malloc(sizeof(float) * (size_t)(gv_out > gm_n * gm_tok ? gv_out : gm_n * gm_tok));
+    if (!w || !x || !y) return free(w), free(x), free(y), 0;
+    nb_matmul(pool, type, w, gv_out, gv_in, x, 1, y); /* warm: pages, scratch */
+    for (int r = 0; r < reps; r++) {
+        double t = now_s();
+        nb_matmul(pool, type, w, gv_out, gv_in, x, 1, y);
+        v[r] = (double)bytes / (now_s() - t) / 1e9;
+    }
+    out->gemv = stats(v, reps);
+    free(w);
+    w = make_weights(type, gm_n, gm_n, &bytes);
+    if (!w) return free(x), free(y), 0;
+    nb_matmul(pool, type, w, gm_n, gm_n, x, gm_tok, y);
+    int gr = reps < 3 ? reps : 3;
+    for (int r = 0; r < gr; r++) {
+        double t = now_s();
+        nb_matmul(pool, type, w, gm_n, gm_n, x, gm_tok, y);
+        v[r] = 2.0 * (double)gm_n * (double)gm_n * (double)gm_tok / (now_s() - t) / 1e9;
+    }
+    out->gemm = stats(v, gr);
+    /* activation quantization alone: a 1-row matmul is dominated by it (n_in = 4096, 0 rows
+     * would skip it), so time a 4-row one on 512 tokens and subtract nothing: an upper bound */
+    for (int r = 0; r < gr; r++) {
+        double t = now_s();
+        nb_matmul(pool, type, w, 4, gm_n, x, gm_tok, y);
+        v[r] = (now_s() - t) * 1e3;
+    }
+    out->quant_ms = stats(v, gr);
+    free(w), free(x), free(y);
+    return 1;
+}
+
+static int parse_threads(const char *s, int *t, int max) {
+    int n = 0;
+    while (*s && n < max) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || v > 256) return 0;
+        t[n++] = (int)v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return 0;
+    }
+    return n;
+}
+
+static int bench_kernels(int argc, char **argv) {
+    int json = 0, reps = 5, threads[8] = {1, 2}, nthreads = 2;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "-o") && i + 1 < argc) {
+            json = !strcmp(argv[++i], "json");
+            if (!json && strcmp(argv[i], "md")) goto usage;
+        } else if (!strcmp(argv[i], "-t") && i + 1 < argc) {
+            if (!(nthreads = parse_threads(argv[++i], threads, 8))) goto usage;
+        } else if (!strcmp(argv[i], "-r") && i + 1 < argc) {
+            reps = atoi(argv[++i]);
+            if (reps < 1 || reps > 32) goto usage;
+        } else goto usage;
+    }
+    static const int types[] = {NB_TYPE_Q4_K, NB_TYPE_Q5_0, NB_TYPE_Q6_K, NB_TYPE_Q8_0, NB_TYPE_MXFP4,
+                                NB_TYPE_NVFP4, NB_TYPE_Q4_0, NB_TYPE_F16, NB_TYPE_BF16, NB_TYPE_F32};
+    const int ntypes = (int)(sizeof types / sizeof types[0]);
+    if (json) printf("{\"isa\": \"%s\", \"results\": [", nb_isa_name(nb_isa_active()));
+    else {
+        printf("kernel set: %s (%s)\n\n", nb_isa_name(nb_isa_active()), nb_isa_note());
+        printf("| type | threads | GEMV GB/s | %% of stream | GEMM GFLOP/s (512 rows) | quantize+4 rows ms | kernel |\n");
+        printf("|---|---|---|---|---|---|---|\n");
+    }
+    int first = 1;
+    for (int ti = 0; ti < nthreads; ti++) {
+        nb_pool *pool;
+        if (nb_pool_create(threads[ti], &pool) != NB_OK) {
+            fprintf(stderr, "nibble bench: %s\n", nb_last_error());
+            return 1;
+        }
+        stat st = stream_gbs(pool, reps);
+        if (!json) printf("| stream read | %d | %.1f ± %.1f | 100 | | | 1 GiB sum |\n", threads[ti], st.med, st.spread);
+        for (int k = 0; k < ntypes; k++) {
+            row r = {.threads = threads[ti], .stream = st.med};
+            if (!bench_type(pool, types[k], reps, &r)) {
+                fprintf(stderr, "nibble bench: out of memory for %s\n", nb_type_name(types[k]));
+                nb_pool_destroy(pool);
+                return 1;
+            }
+            if (json)
+                printf("%s\n {\"type\": \"%s\", \"threads\": %d, \"kernel\": \"%s\", \"stream_gbs\": %.2f, "
+                       "\"gemv_gbs\": %.2f, \"gemv_spread\": %.2f, \"gemv_pct_stream\": %.1f, \"gemm_gflops\": %.1f, "
+                       "\"gemm_spread\": %.1f, \"quant_ms\": %.3f}",
+                       first ? "" : ",", nb_type_name(r.type), r.threads, r.kernel, st.med, r.gemv.med, r.gemv.spread,
+                       100 * r.gemv.med / st.med, r.gemm.med, r.gemm.spread, r.quant_ms.med);
+            else
+                printf("| %s | %d | %.1f ± %.1f | %.0f | %.1f ± %.1f | %.2f | %s |\n", nb_type_name(r.type), r.threads,
+                       r.gemv.med, r.gemv.spread, 100 * r.gemv.med / st.med, r.gemm.med, r.gemm.spread, r.quant_ms.med,
+                       r.kernel);
+            fflush(stdout);
+            first = 0;
+        }
+        nb_pool_destroy(pool);
+    }
+    if (json) printf("\n]}\n");
+    return 0;
+usage:
+    fprintf(stderr, "usage: nibble bench kernels [-o md|json] [-t 1,2] [-r REPS]\n");
+    return 2;
+}
+
+int cmd_bench(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "kernels")) return bench_kernels(argc, argv);
+    fprintf(stderr, "usage: nibble bench kernels [-o md|json] [-t 1,2] [-r REPS]\n");
+    return 2;
+}

@@ -1,0 +1,400 @@
+/*
+ * inspect.c: `nibble inspect MODEL.gguf [--tensors] [--json] [-c N]`: what a GGUF file holds,
+ * read from its header only (the reader validates everything; no weight byte is touched):
+ * architecture and hyperparameters, tokenizer, a census of tensor types (count, parameters,
+ * bytes, share of the file, bits per weight, kernel), tensors that fell back to another type and
+ * why, and the memory a run at -c N needs. Exit 0; 1 when the file is damaged or holds a type
+ * nibble cannot run (named per tensor); 2 on bad usage.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/checked.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "nibble.h"
+
+#define MAX_TYPE 256 /* type ids the reader lists stay far below this */
+
+/* Hyperparameters shown, as `<arch>.<suffix>` keys. */
+static const char *const hparams[] = {
+    "block_count",          "context_length",          "embedding_length",        "feed_forward_length",
+    "attention.head_count", "attention.head_count_kv", "attention.key_length",    "attention.value_length",
+    "rope.freq_base",       "rope.dimension_count",    "attention.sliding_window", "attention.layer_norm_rms_epsilon",
+    "expert_count",         "expert_used_count",
+};
+#define N_HPARAMS (int)(sizeof hparams / sizeof hparams[0])
+
+/* llama.cpp's general.file_type values (llama.h, enum llama_ftype). */
+static const char *ftype_name(uint32_t ft) {
+    static const char *const names[] = {
+        "F32", "F16", "Q4_0", "Q4_1", NULL, NULL, NULL, "Q8_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K_S", "Q3_K_M",
+        "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ2_XXS", "IQ2_XS", "Q2_K_S", "IQ3_XS",
+        "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ3_M", "IQ2_S", "IQ2_M", "IQ4_XS", "IQ1_M", "BF16", NULL, NULL,
+        NULL, "TQ1_0", "TQ2_0", "MXFP4_MOE", "NVFP4",
+    };
+    return ft < sizeof names / sizeof names[0] && names[ft] ? names[ft] : "unknown";
+}
+
+/* Which kernel a weight type runs on here. One place to change when the kernels say more. */
+static const char *kernel_path(int type) {
+    const char *k = nb_matmul_kernel_name(type, NB_ROUTE_QUANT);
+    return k ? k : "none";
+}
+
+/* The type llama.cpp's K-quant recipes wanted when they wrote `type` instead because the row length
+ * is not a multiple of 256 (llama-quant.cpp fallbacks), or -1 when `type` is no such fallback. */
+static int fallback_from(int type) {
+    switch (type) {
+    case NB_TYPE_Q5_0: return NB_TYPE_Q4_K;
+    case 7: return NB_TYPE_Q5_K; /* q5_1 */
+    case NB_TYPE_Q8_0: return NB_TYPE_Q6_K;
+    case NB_TYPE_Q4_0: case 20: return 10; /* q4_0 / iq4_nl stand in for q2_K and q3_K */
+    }
+    return -1;
+}
+
+typedef struct census {
+    uint64_t count, params, bytes;
+} census;
+
+typedef struct summary {
+    const nb_gguf *g;
+    const char *path, *arch, *name, *tokenizer;
+    int has_ftype;
+    uint32_t ftype;
+    uint64_t vocab, n_ctx;
+    census by_type[MAX_TYPE], total;
+    int kquants; /* the file holds K-quant tensors, so legacy types on odd rows are fallbacks */
+    uint64_t n_fallback;
+    /* memory at n_ctx: ok = 0 when a hyperparameter is missing or the arithmetic overflows */
+    int kv_ok;
+    uint64_t n_layer, n_head_kv, k_len, v_len, kv_bytes, mem_bytes;
+} summary;
+
+static uint64_t nelem(const nb_gguf_tensor *t) {
+    return (uint64_t)t->ne[0] * (uint64_t)t->ne[1] * (uint64_t)t->ne[2] * (uint64_t)t->ne[3];
+}
+
+static int is_fallback(const summary *s, const nb_gguf_tensor *t) {
+    return s->kquants && t->n_dims >= 2 && t->ne[0] % 256 && fallback_from(t->type) >= 0;
+}
+
+/* Any unsigned or non-negative integer value of a key, whatever width the file chose. */
+static int get_uint(const nb_gguf *g, const char *key, uint64_t *out) {
+    nb_gguf_value v;
+    if (nb_gguf_kv_value(g, nb_gguf_find_key(g, key), &v)) return 0;
+    switch (v.type) {
+    case NB_GGUF_U8: case NB_GGUF_U16: case NB_GGUF_U32: case NB_GGUF_U64: *out = v.v.u; return 1;
+    case NB_GGUF_I8: case NB_GGUF_I16: case NB_GGUF_I32: case NB_GGUF_I64:
+        if (v.v.i < 0) return 0;
+        *out = (uint64_t)v.v.i;
+        return 1;
+    default: return 0;
+    }
+}
+
+static int get_arch_uint(const summary *s, const char *suffix, uint64_t *out) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", s->arch, suffix);
+    return get_uint(s->g, key, out);
+}
+
+static void summarize(summary *s, const nb_gguf *g, const char *path, int64_t n_ctx) {
+    memset(s, 0, sizeof *s);
+    s->g = g;
+    s->path = path;
+    if (nb_gguf_get_string(g, "general.architecture", &s->arch)) s->arch = "";
+    if (nb_gguf_get_string(g, "general.name", &s->name)) s->name = "";
+    if (nb_gguf_get_string(g, "tokenizer.ggml.model", &s->tokenizer)) s->tokenizer = "";
+    s->has_ftype = !nb_gguf_get_u32(g, "general.file_type", &s->ftype);
+    nb_gguf_value v;
+    if (!nb_gguf_kv_value(g, nb_gguf_find_key(g, "tokenizer.ggml.tokens"), &v) && v.type == NB_GGUF_ARRAY)
+        s->vocab = v.v.arr.count;
+    for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) {
+        const nb_gguf_tensor *t = nb_gguf_tensor_at(g, i);
+        census *c = &s->by_type[t->type % MAX_TYPE];
+        c->count++, c->params += nelem(t), c->bytes += t->bytes;
+        s->total.count++, s->total.params += nelem(t), s->total.bytes += t->bytes;
+        if (t->type >= 10 && t->type <= 14) s->kquants = 1;
+    }
+    for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) s->n_fallback += is_fallback(s, nb_gguf_tensor_at(g, i));
+    /* KV cache in F16: 2 bytes x n_layer x n_ctx x n_head_kv x (key_length + value_length) */
+    uint64_t embd = 0, n_head = 0, ctx = 0;
+    if (n_ctx > 0) s->n_ctx = (uint64_t)n_ctx;
+    else if (get_arch_uint(s, "context_length", &ctx)) s->n_ctx = ctx;
+    else s->n_ctx = 4096;
+    int have = get_arch_uint(s, "block_count", &s->n_layer);
+    if (!get_arch_uint(s, "attention.head_count_kv", &s->n_head_kv)) have &= get_arch_uint(s, "attention.head_count", &s->n_head_kv);
+    if (!get_arch_uint(s, "attention.key_length", &s->k_len) || !get_arch_uint(s, "attention.value_length", &s->v_len)) {
+        have &= get_arch_uint(s, "embedding_length", &embd) && get_arch_uint(s, "attention.head_count", &n_head) && n_head;
+        if (have) s->k_len = s->v_len = embd / n_head;
+    }
+    uint64_t kv = 2, dims;
+    s->kv_ok = have && nb_add_u64(s->k_len, s->v_len, &dims) && nb_mul_u64(kv, s->n_layer, &kv) &&
+               nb_mul_u64(kv, s->n_ctx, &kv) && nb_mul_u64(kv, s->n_head_kv, &kv) && nb_mul_u64(kv, dims, &kv) &&
+               nb_add_u64(kv, s->total.bytes, &s->mem_bytes);
+    s->kv_bytes = kv;
+}
+
+static double bpw(const census *c) { return c->params ? 8.0 * (double)c->bytes / (double)c->params : 0; }
+static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+/* ----------------------------------------------------------------- text */
+
+/* A scalar value as text (strings as they are, numbers in full). */
+static void print_value(FILE *f, const nb_gguf_value *v) {
+    switch (v->type) {
+    case NB_GGUF_U8: case NB_GGUF_U16: case NB_GGUF_U32: case NB_GGUF_U64:
+        fprintf(f, "%llu", (unsigned long long)v->v.u);
+        break;
+    case NB_GGUF_I8: case NB_GGUF_I16: case NB_GGUF_I32: case NB_GGUF_I64:
+        fprintf(f, "%lld", (long long)v->v.i);
+        break;
+    case NB_GGUF_F32: fprintf(f, "%.9g", v->v.f); break;
+    case NB_GGUF_F64: fprintf(f, "%.17g", v->v.f); break;
+    case NB_GGUF_BOOL: fputs(v->v.u ? "true" : "false", f); break;
+    case NB_GGUF_STRING: fprintf(f, "%s", v->v.str.ptr); break;
+    case NB_GGUF_ARRAY: fprintf(f, "[%llu elements]", (unsigned long long)v->v.arr.count); break;
+    }
+}
+
+static void print_human(const summary *s, int tensors) {
+    const nb_gguf *g = s->g;
+    printf("file:         %s\n", s->path);
+    printf("              %.1f MiB, GGUF v%u, %lld tensors, %lld keys, alignment %u, data at %llu\n",
+           mib(nb_gguf_file_size(g)), nb_gguf_version(g), (long long)nb_gguf_tensor_count(g),
+           (long long)nb_gguf_kv_count(g), nb_gguf_alignment(g), (unsigned long long)nb_gguf_data_offset(g));
+    printf("model:        %s (architecture %s)", *s->name ? s->name : "?", *s->arch ? s->arch : "?");
+    if (s->has_ftype) printf(", file type %s (%u)", ftype_name(s->ftype), s->ftype);
+    printf("\n");
+    for (int i = 0; i < N_HPARAMS && *s->arch; i++) {
+        char key[256];
+        snprintf(key, sizeof key, "%s.%s", s->arch, hparams[i]);
+        nb_gguf_value v;
+        if (nb_gguf_kv_value(g, nb_gguf_find_key(g, key), &v)) continue;
+        printf("  %-34s ", hparams[i]);
+        print_value(stdout, &v);
+        printf("\n");
+    }
+    uint64_t ctx = 0;
+    if (get_arch_uint(s, "context_length", &ctx)) printf("context:      %llu tokens (trained)\n", (unsigned long long)ctx);
+    printf("vocabulary:   %llu tokens, tokenizer %s\n", (unsigned long long)s->vocab, *s->tokenizer ? s->tokenizer : "?");
+    printf("\n%-8s %8s %14s %12s %7s %8s  %s\n", "type", "tensors", "parameters", "MiB", "share", "bits/w", "kernel");
+    for (int t = 0; t < MAX_TYPE; t++) {
+        const census *c = &s->by_type[t];
+        if (!c->count) continue;
+        printf("%-8s %8llu %14llu %12.2f %6.2f%% %8.4f  %s\n", nb_type_name(t), (unsigned long long)c->count,
+               (unsigned long long)c->params, mib(c->bytes), 100.0 * (double)c->bytes / (double)nb_gguf_file_size(g),
+               bpw(c), kernel_path(t));
+    }
+    printf("%-8s %8llu %14llu %12.2f %6.2f%% %8.4f  (effective bits per weight of the file)\n", "total",
+           (unsigned long long)s->total.count, (unsigned long long)s->total.params, mib(s->total.bytes),
+           100.0 * (double)s->total.bytes / (double)nb_gguf_file_size(g), bpw(&s->total));
+    if (s->n_fallback) {
+        printf("\nfallbacks: %llu weight tensors hold another type than the K-quant recipe wanted:\n",
+               (unsigned long long)s->n_fallback);
+        /* one line per (wanted, written, row length), with the first few names */
+        for (int t = 0; t < MAX_TYPE; t++) {
+            for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) {
+                const nb_gguf_tensor *a = nb_gguf_tensor_at(g, i);
+                if (a->type != t || !is_fallback(s, a)) continue;
+                int seen = 0;
+                for (int64_t j = 0; j < i && !seen; j++) {
+                    const nb_gguf_tensor *b = nb_gguf_tensor_at(g, j);
+                    seen = b->type == t && b->ne[0] == a->ne[0] && is_fallback(s, b);
+                }
+                if (seen) continue;
+                uint64_t n = 0;
+                for (int64_t j = i; j < nb_gguf_tensor_count(g); j++) {
+                    const nb_gguf_tensor *b = nb_gguf_tensor_at(g, j);
+                    n += b->type == t && b->ne[0] == a->ne[0] && is_fallback(s, b);
+                }
+                printf("  %llu in %s instead of %s: row length %lld is not a multiple of 256 (e.g. %s)\n",
+                       (unsigned long long)n, nb_type_name(t), nb_type_name(fallback_from(t)), (long long)a->ne[0],
+                       a->name);
+            }
+        }
+    }
+    printf("\nmemory at -c %llu: ", (unsigned long long)s->n_ctx);
+    if (s->kv_ok)
+        printf("weights %.1f MiB (mapped) + KV cache %.1f MiB = %.1f MiB\n"
+               "              (KV in F16: 2 B x %llu layers x %llu positions x %llu KV heads x (%llu key + %llu value))\n",
+               mib(s->total.bytes), mib(s->kv_bytes), mib(s->mem_bytes), (unsigned long long)s->n_layer,
+               (unsigned long long)s->n_ctx, (unsigned long long)s->n_head_kv, (unsigned long long)s->k_len,
+               (unsigned long long)s->v_len);
+    else
+        printf("weights %.1f MiB (mapped); KV cache unknown (hyperparameters missing or too large)\n", mib(s->total.bytes));
+    if (!tensors) return;
+    printf("\n%-40s %-7s %-28s %12s %12s\n", "tensor", "type", "shape", "bytes", "offset");
+    for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) {
+        const nb_gguf_tensor *t = nb_gguf_tensor_at(g, i);
+        char shape[96];
+        int n = 0;
+        for (int d = 0; d < t->n_dims; d++)
+            n += snprintf(shape + n, sizeof shape - (size_t)n, d ? " x %lld" : "%lld", (long long)t->ne[d]);
+        printf("%-40s %-7s %-28s %12llu %12llu%s%s%s\n", t->name, nb_type_name(t->type), shape,
+               (unsigned long long)t->bytes, (unsigned long long)t->offset, is_fallback(s, t) ? "  fallback from " : "",
+               is_fallback(s, t) ? nb_type_name(fallback_from(t->type)) : "", t->supported ? "" : "  NOT SUPPORTED");
+    }
+}
+
+/* ----------------------------------------------------------------- JSON */
+
+/* A JSON string: quotes, backslashes and control bytes escaped; bytes that are not valid UTF-8
+ * become U+FFFD so the output always parses. */
+static void json_str(FILE *f, const char *p, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)p[i];
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c), i++;
+        else if (c == '\n') fputs("\\n", f), i++;
+        else if (c < 0x20 || c == 0x7F) fprintf(f, "\\u%04x", c), i++;
+        else if (c < 0x80) fputc(c, f), i++;
+        else {
+            size_t len = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+            int ok = len && i + len <= n;
+            for (size_t k = 1; ok && k < len; k++) ok = ((unsigned char)p[i + k] & 0xC0) == 0x80;
+            if (ok && len == 3) { /* no overlong forms, no surrogates */
+                unsigned b = (unsigned char)p[i + 1];
+                ok = !(c == 0xE0 && b < 0xA0) && !(c == 0xED && b >= 0xA0);
+            }
+            if (ok && len == 4) {
+                unsigned b = (unsigned char)p[i + 1];
+                ok = !(c == 0xF0 && b < 0x90) && !(c == 0xF4 && b >= 0x90);
+            }
+            if (ok) fwrite(p + i, 1, len, f), i += len;
+            else fputs("\\ufffd", f), i++;
+        }
+    }
+    fputc('"', f);
+}
+
+static void json_value(FILE *f, const nb_gguf_value *v) {
+    if (v->type == NB_GGUF_STRING) json_str(f, v->v.str.ptr, v->v.str.len);
+    else if (v->type == NB_GGUF_ARRAY) {
+        fprintf(f, "{\"array\": \"%s\", \"count\": %llu}", nb_gguf_vtype_name(v->v.arr.type),
+                (unsigned long long)v->v.arr.count);
+    } else if ((v->type == NB_GGUF_F32 || v->type == NB_GGUF_F64) && !isfinite(v->v.f)) fputs("null", f);
+    else print_value(f, v);
+}
+
+static void print_json(const summary *s) {
+    const nb_gguf *g = s->g;
+    printf("{\n  \"file\": ");
+    json_str(stdout, s->path, strlen(s->path));
+    printf(",\n  \"file_bytes\": %llu, \"version\": %u, \"alignment\": %u, \"data_offset\": %llu,\n",
+           (unsigned long long)nb_gguf_file_size(g), nb_gguf_version(g), nb_gguf_alignment(g),
+           (unsigned long long)nb_gguf_data_offset(g));
+    printf("  \"architecture\": ");
+    json_str(stdout, s->arch, strlen(s->arch));
+    printf(", \"name\": ");
+    json_str(stdout, s->name, strlen(s->name));
+    printf(", \"file_type\": ");
+    if (s->has_ftype) printf("{\"id\": %u, \"name\": \"%s\"}", s->ftype, ftype_name(s->ftype));
+    else printf("null");
+    printf(",\n  \"vocab_size\": %llu, \"tokenizer\": ", (unsigned long long)s->vocab);
+    json_str(stdout, s->tokenizer, strlen(s->tokenizer));
+    printf(",\n  \"metadata\": {");
+    for (int64_t k = 0; k < nb_gguf_kv_count(g); k++) {
+        nb_gguf_value v;
+        nb_gguf_kv_value(g, k, &v);
+        printf("%s\n    ", k ? "," : "");
+        json_str(stdout, nb_gguf_kv_key(g, k), strlen(nb_gguf_kv_key(g, k)));
+        printf(": ");
+        json_value(stdout, &v);
+    }
+    printf("\n  },\n  \"census\": [");
+    int first = 1;
+    for (int t = 0; t < MAX_TYPE; t++) {
+        const census *c = &s->by_type[t];
+        if (!c->count) continue;
+        printf("%s\n    {\"type\": \"%s\", \"id\": %d, \"tensors\": %llu, \"parameters\": %llu, \"bytes\": %llu, "
+               "\"share\": %.6f, \"bits_per_weight\": %.6f, \"kernel\": \"%s\"}",
+               first ? "" : ",", nb_type_name(t), t, (unsigned long long)c->count, (unsigned long long)c->params,
+               (unsigned long long)c->bytes, (double)c->bytes / (double)nb_gguf_file_size(g), bpw(c), kernel_path(t));
+        first = 0;
+    }
+    printf("\n  ],\n  \"total\": {\"tensors\": %llu, \"parameters\": %llu, \"bytes\": %llu, \"bits_per_weight\": %.6f},\n",
+           (unsigned long long)s->total.count, (unsigned long long)s->total.params, (unsigned long long)s->total.bytes,
+           bpw(&s->total));
+    printf("  \"memory\": {\"n_ctx\": %llu, \"weights_bytes\": %llu, ", (unsigned long long)s->n_ctx,
+           (unsigned long long)s->total.bytes);
+    if (s->kv_ok)
+        printf("\"kv_cache_bytes\": %llu, \"total_bytes\": %llu},\n", (unsigned long long)s->kv_bytes,
+               (unsigned long long)s->mem_bytes);
+    else
+        printf("\"kv_cache_bytes\": null, \"total_bytes\": null},\n");
+    printf("  \"tensors\": [");
+    for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) {
+        const nb_gguf_tensor *t = nb_gguf_tensor_at(g, i);
+        printf("%s\n    {\"name\": ", i ? "," : "");
+        json_str(stdout, t->name, strlen(t->name));
+        printf(", \"type\": \"%s\", \"shape\": [", nb_type_name(t->type));
+        for (int d = 0; d < t->n_dims; d++) printf("%s%lld", d ? ", " : "", (long long)t->ne[d]);
+        printf("], \"bytes\": %llu, \"offset\": %llu, \"supported\": %s, \"fallback_from\": ",
+               (unsigned long long)t->bytes, (unsigned long long)t->offset, t->supported ? "true" : "false");
+        if (is_fallback(s, t)) printf("\"%s\"}", nb_type_name(fallback_from(t->type)));
+        else printf("null}");
+    }
+    printf("\n  ]\n}\n");
+}
+
+/* ----------------------------------------------------------------- main */
+
+static int usage(FILE *f, int code) {
+    fprintf(f, "usage: nibble inspect MODEL.gguf [--tensors] [--json] [-c N]\n"
+               "  --tensors  list every tensor (name, type, shape, bytes, offset)\n"
+               "  --json     print everything as JSON\n"
+               "  -c N       context length for the memory estimate (default: the model's)\n");
+    return code;
+}
+
+int cmd_inspect(int argc, char **argv) {
+    const char *path = NULL;
+    int tensors = 0, json = 0, n_ctx = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout, 0);
+        if (!strcmp(argv[i], "--tensors")) tensors = 1;
+        else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--ctx-size")) {
+            const char *v = arg_value(argc, argv, &i);
+            if (!v || !arg_int(argv[i - 1], v, 1, 1 << 30, &n_ctx)) return usage(stderr, 2);
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "nibble inspect: unknown option '%s'\n", argv[i]);
+            return usage(stderr, 2);
+        } else if (path) {
+            fprintf(stderr, "nibble inspect: one model at a time ('%s' and '%s')\n", path, argv[i]);
+            return usage(stderr, 2);
+        } else path = argv[i];
+    }
+    if (!path) return usage(stderr, 2);
+    nb_gguf *g;
+    nb_status st = nb_gguf_open_ex(path, NB_GGUF_LIST_UNSUPPORTED, &g);
+    if (st) {
+        fprintf(stderr, "nibble inspect: %s: %s (%s)\n", path, nb_last_error(), nb_strerror(st));
+        return 1;
+    }
+    summary *s = malloc(sizeof *s);
+    if (!s) {
+        nb_gguf_close(g);
+        fprintf(stderr, "nibble inspect: out of memory\n");
+        return 1;
+    }
+    summarize(s, g, path, n_ctx);
+    if (json) print_json(s);
+    else print_human(s, tensors);
+    int64_t bad = nb_gguf_unsupported_count(g);
+    for (int64_t i = 0; i < nb_gguf_tensor_count(g) && bad; i++) {
+        const nb_gguf_tensor *t = nb_gguf_tensor_at(g, i);
+        if (!t->supported)
+            fprintf(stderr, "nibble inspect: tensor '%s' has type %s (id %d), which nibble cannot run\n", t->name,
+                    nb_type_name(t->type), t->type);
+    }
+    if (bad) fprintf(stderr, "nibble inspect: %s: %lld tensors of types nibble cannot run\n", path, (long long)bad);
+    free(s);
+    nb_gguf_close(g);
+    return bad ? 1 : 0;
+}

@@ -1,0 +1,25 @@
+/*
+ * threads.h: the one thread pool every kernel uses (public API in nibble.h: nb_pool_*).
+ *
+ * Contract: a pool of N threads is the caller plus N-1 persistent workers. nb_pool_for() splits
+ * [0, n) into N contiguous chunks whose boundaries are multiples of `grain` (the last chunk takes
+ * the rest) and runs fn on each, chunk i on thread i, returning when all are done. The split
+ * depends only on (n, grain, N), so work that computes each index independently gives identical
+ * results for any thread count. One job runs at a time: concurrent callers are serialized.
+ *
+ * Internal extras: a per-pool scratch buffer that grows but never shrinks, so that hot paths
+ * (activation quantization in nb_matmul) do not allocate per call once warm.
+ */
+#ifndef NB_BASE_THREADS_H
+#define NB_BASE_THREADS_H
+
+#include "nibble.h"
+
+/* Locks the pool for one job sequence and returns a scratch buffer of at least `bytes` bytes
+ * (64-byte aligned), or NULL with the pool unlocked after an allocation failure. The caller runs
+ * nb_pool_for_locked() any number of times and then nb_pool_unlock(). */
+void *nb_pool_lock_scratch(nb_pool *p, size_t bytes);
+void nb_pool_unlock(nb_pool *p);
+void nb_pool_for_locked(nb_pool *p, int64_t n, int64_t grain, nb_pool_fn fn, void *ctx);
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * dispatch.c: picks each weight type's kernel for a kernel set. The per-ISA tables are const and
+ * may be partial; once, at first use, they are merged field by field into one complete table per
+ * set (AVX-512 over AVX2 over ref), so a set that lacks a type or a route falls back to the next
+ * lower set. A set the CPU cannot run is never returned: the request is lowered to nb_isa_best(),
+ * and the AVX-512 kernels (VNNI) are merged only when the CPU has VNNI.
+ */
+#include <pthread.h>
+
+#include "base/error.h"
+#include "formats/codes.h"
+#include "kernels/kernels.h"
+
+float nb_e8m0_half_table[256];
+float nb_ue4m3_half_table[256];
+
+static nb_kernel merged[3][NB_KERNEL_TYPES];
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+static void overlay(nb_kernel *dst, const nb_kernel *src) {
+    if (src->mm) {
+        dst->act_type = src->act_type;
+        dst->mm = src->mm;
+        dst->name = src->name;
+        dst->rows_per_tile = src->rows_per_tile;
+    }
+    if (src->mm_f32) {
+        dst->mm_f32 = src->mm_f32;
+        dst->name_f32 = src->name_f32;
+    }
+}
+
+static void fill_tables(void) {
+    for (int i = 0; i < 256; i++) {
+        nb_e8m0_half_table[i] = nb_e8m0_to_fp32_half((uint8_t)i);
+        nb_ue4m3_half_table[i] = nb_ue4m3_to_fp32_half((uint8_t)i);
+    }
+    int vnni = nb_cpu()->avx512vnni;
+    for (int t = 0; t < NB_KERNEL_TYPES; t++) {
+        merged[NB_ISA_REF][t] = nb_kernels_ref[t];
+        merged[NB_ISA_AVX2][t] = nb_kernels_ref[t];
+        overlay(&merged[NB_ISA_AVX2][t], &nb_kernels_avx2[t]);
+        merged[NB_ISA_AVX512][t] = merged[NB_ISA_AVX2][t];
+        if (vnni) overlay(&merged[NB_ISA_AVX512][t], &nb_kernels_avx512[t]);
+    }
+}
+
+void nb_kernel_tables_init(void) { pthread_once(&tables_once, fill_tables); }
+
+const nb_kernel *nb_kernel_get(nb_isa isa, int wtype) {
+    if (wtype < 0 || wtype >= NB_KERNEL_TYPES) return NULL;
+    nb_kernel_tables_init();
+    if (isa > nb_isa_best()) isa = nb_isa_best();
+    if (isa < NB_ISA_REF) isa = NB_ISA_REF;
+    return merged[isa][wtype].mm ? &merged[isa][wtype] : NULL;
+}
+
+const char *nb_matmul_kernel_name(int wtype, nb_route route) {
+    const nb_kernel *k = nb_kernel_get(nb_isa_active(), wtype);
+    if (!k) {
+        nb_fail(NB_ERR_UNSUPPORTED, "no matmul kernel for weight type %d (%s)", wtype, nb_type_name(wtype));
+        return NULL;
+    }
+    return route == NB_ROUTE_F32 ? k->name_f32 : k->name;
+}

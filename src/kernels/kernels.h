@@ -1,0 +1,91 @@
+/*
+ * kernels.h: the internal kernel interface, the exactness contract between the scalar reference
+ * and the SIMD variants, and the per-ISA tables (dispatch.c).
+ *
+ * One kernel shape serves GEMV and GEMM: an nb_mm_fn computes a tile of dot products
+ *   y[t*ldy + r] = dot(weight row r, activation row t),   r < nr, t < nt,
+ * with weight row r at w + r*ws bytes and activation row t at a + t*as bytes, n elements each.
+ * SIMD variants keep several weight rows and activation rows in registers, decode each weight
+ * block once per tile and never write decoded weights to memory.
+ *
+ * Exactness contract of the integer routes (so SIMD results equal the reference bit for bit):
+ *  - Each dot keeps 8 float lane accumulators, starting at +0.
+ *  - 32-element units (Q4_0, Q5_0, Q8_0, MXFP4 blocks; NVFP4 half-blocks) against Q8_0 blocks:
+ *    lane k of unit u gets the exact integer p = sum of w*a over elements 4k..4k+3 of the unit,
+ *    then acc[k] = fma(dw(k)*da, (float)p, acc[k]), dw(k) the weight scale covering those
+ *    elements (NVFP4: lanes 0-3 use the first 16-element scale, lanes 4-7 the second).
+ *  - K-quants against Q8_K: per 256-block, lane k gets the exact integer
+ *    sum over 32-element groups g of scale(e)*w*a over the elements e = 32g+4k..32g+4k+3,
+ *    then acc[k] = fma(d*da, (float)isum[k], acc[k]); Q4_K/Q5_K also keep a scalar
+ *    macc = fma(dmin*da, (float)msum, macc), msum = sum_j m_j*(bsums[2j]+bsums[2j+1]).
+ *  - The result is nb_lane_sum(acc) (- macc): the fixed tree the AVX2 horizontal sum uses.
+ *  Integer sums are exact in any order, fma is correctly rounded, so any ISA that follows these
+ *  steps reproduces the reference exactly. Float routes (f32 activations) only promise a
+ *  tolerance (docs/KERNELS.md).
+ */
+#ifndef NB_KERNELS_KERNELS_H
+#define NB_KERNELS_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "formats/types.h"
+#include "nibble.h"
+
+typedef void (*nb_mm_fn)(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
+                         int64_t nt, float *y, size_t ldy);
+
+/* How one weight type runs on one ISA. */
+typedef struct nb_kernel {
+    int act_type;           /* activation type of the quantized route: Q8_0, Q8_K or F32 */
+    nb_mm_fn mm;            /* quantized route (the f32 route for F32/F16/BF16 weights) */
+    nb_mm_fn mm_f32;        /* float route: weights decoded in registers, f32 activations */
+    const char *name;       /* "avx2 q8_0 x q8_0" */
+    const char *name_f32;   /* "avx2 q8_0 x f32" */
+    int rows_per_tile;      /* preferred row multiple when splitting work */
+} nb_kernel;
+
+/* Kernel of a weight type for an ISA (falls back to the best lower ISA that has one), or NULL
+ * when the type has no kernel. */
+const nb_kernel *nb_kernel_get(nb_isa isa, int wtype);
+
+/* nb_matmul_route with an explicit kernel set (tests compare sets within one process). */
+nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in,
+                        const float *x, int64_t n_tok, float *y, nb_route route);
+
+/* Bytes of one quantized activation row of n elements (n valid for the type). */
+size_t nb_act_row_bytes(int act_type, int64_t n);
+/* Quantizes one activation row (the reference quantizers: every ISA feeds the same codes). */
+void nb_quantize_act(int act_type, const float *x, void *dst, int64_t n);
+
+/* The fixed 8-lane reduction order of the contract above. */
+static inline float nb_lane_sum(const float a[8]) {
+    float s0 = a[0] + a[4], s1 = a[1] + a[5], s2 = a[2] + a[6], s3 = a[3] + a[7];
+    return (s0 + s2) + (s1 + s3);
+}
+
+/* Decode tables shared by the SIMD variants, filled once by dispatch (same values as codes.h). */
+extern float nb_e8m0_half_table[256];
+extern float nb_ue4m3_half_table[256];
+void nb_kernel_tables_init(void);
+
+/* Per-ISA tables, indexed by GGUF type id (NULL mm = no kernel). */
+#define NB_KERNEL_TYPES 41
+extern const nb_kernel nb_kernels_ref[NB_KERNEL_TYPES];
+extern const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES];
+extern const nb_kernel nb_kernels_avx512[NB_KERNEL_TYPES];
+
+/* Reference dot products (one weight row against one activation row). */
+float nb_vec_dot_q4_0_q8_0_ref(int64_t n, const void *w, const void *a);
+float nb_vec_dot_q5_0_q8_0_ref(int64_t n, const void *w, const void *a);
+float nb_vec_dot_q8_0_q8_0_ref(int64_t n, const void *w, const void *a);
+float nb_vec_dot_mxfp4_q8_0_ref(int64_t n, const void *w, const void *a);
+float nb_vec_dot_nvfp4_q8_0_ref(int64_t n, const void *w, const void *a);
+float nb_vec_dot_q4_k_q8_k_ref(int64_t n, const void *w, const void *a);
+float nb_vec_dot_q5_k_q8_k_ref(int64_t n, const void *w, const void *a);
+float nb_vec_dot_q6_k_q8_k_ref(int64_t n, const void *w, const void *a);
+float nb_vec_dot_f32_f32_ref(int64_t n, const void *w, const void *a);
+float nb_vec_dot_f16_f32_ref(int64_t n, const void *w, const void *a);
+float nb_vec_dot_bf16_f32_ref(int64_t n, const void *w, const void *a);
+
+#endif

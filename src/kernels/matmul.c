@@ -1,0 +1,120 @@
+/*
+ * matmul.c: nb_matmul, the runtime's entry to the kernels (contract in nibble.h).
+ *
+ * Steps: check the shapes against the type; quantize the activation rows once into the pool's
+ * scratch (Q8_0 or Q8_K, by the weight type's pairing); split the output rows over the pool's
+ * threads; each thread walks its rows in panels small enough to stay in L2 and hands each panel
+ * with all tokens to the ISA's tile kernel, which reuses every decoded weight block across
+ * several tokens in registers (GEMM) or shares activation loads across rows (GEMV).
+ */
+#include <stdlib.h>
+
+#include "base/checked.h"
+#include "base/error.h"
+#include "base/threads.h"
+#include "formats/blocks.h"
+#include "kernels/kernels.h"
+
+/* Weight bytes per panel: a panel is re-read once per token tile, so it should fit in L2. */
+#define NB_PANEL_BYTES (64 * 1024)
+
+size_t nb_act_row_bytes(int act_type, int64_t n) {
+    switch (act_type) {
+    case NB_TYPE_Q8_0: return (size_t)(n / NB_QK8_0) * sizeof(nb_block_q8_0);
+    case NB_TYPE_Q8_K: return (size_t)(n / NB_QK_K) * sizeof(nb_block_q8_k);
+    default: return (size_t)n * sizeof(float);
+    }
+}
+
+void nb_quantize_act(int act_type, const float *x, void *dst, int64_t n) {
+    if (act_type == NB_TYPE_Q8_K) nb_q8_k_quantize_ref(x, dst, n);
+    else nb_q8_0_quantize_ref(x, dst, n);
+}
+
+typedef struct {
+    const nb_kernel *k;
+    nb_mm_fn mm;
+    int act_type;
+    int64_t n_in, n_out, n_tok;
+    const float *x;
+    const uint8_t *w;
+    size_t w_row;
+    const uint8_t *a;
+    size_t a_row;
+    uint8_t *aq; /* quantized activations being written */
+    float *y;
+    int64_t panel;
+} job;
+
+static void quantize_rows(void *ctx, int64_t b, int64_t e) {
+    job *j = ctx;
+    for (int64_t t = b; t < e; t++) nb_quantize_act(j->act_type, j->x + t * j->n_in, j->aq + (size_t)t * j->a_row, j->n_in);
+}
+
+static void run_rows(void *ctx, int64_t b, int64_t e) {
+    job *j = ctx;
+    for (int64_t r = b; r < e; r += j->panel) {
+        int64_t nr = e - r < j->panel ? e - r : j->panel;
+        j->mm(j->n_in, j->w + (size_t)r * j->w_row, j->w_row, j->a, j->a_row, nr, j->n_tok, j->y + r, (size_t)j->n_out);
+    }
+}
+
+nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in,
+                        const float *x, int64_t n_tok, float *y, nb_route route) {
+    const nb_kernel *k = nb_kernel_get(isa, wtype);
+    if (!k) return nb_fail(NB_ERR_UNSUPPORTED, "nb_matmul: no kernel for weight type %d (%s)", wtype, nb_type_name(wtype));
+    if (route != NB_ROUTE_QUANT && route != NB_ROUTE_F32)
+        return nb_fail(NB_ERR_INVALID_ARG, "nb_matmul: route %d is not NB_ROUTE_QUANT or NB_ROUTE_F32", (int)route);
+    if (n_out < 0 || n_tok < 0 || n_in <= 0)
+        return nb_fail(NB_ERR_RANGE, "nb_matmul: n_out %lld, n_in %lld, n_tok %lld (need n_in > 0, others >= 0)",
+                       (long long)n_out, (long long)n_in, (long long)n_tok);
+    const nb_type_traits *tr = nb_type_traits_get(wtype);
+    if (n_in % tr->info.block_elems)
+        return nb_fail(NB_ERR_INVALID_ARG, "nb_matmul: n_in %lld is not a multiple of %s's block length %d",
+                       (long long)n_in, tr->info.name, tr->info.block_elems);
+    if (n_out == 0 || n_tok == 0) return NB_OK;
+    if (!w || !x || !y) return nb_fail(NB_ERR_INVALID_ARG, "nb_matmul: NULL %s", !w ? "weights" : !x ? "x" : "y");
+    uint64_t w_row, y_elems, a_total;
+    if (!nb_mul_u64((uint64_t)(n_in / tr->info.block_elems), (uint64_t)tr->info.block_bytes, &w_row) ||
+        !nb_mul_u64(w_row, (uint64_t)n_out, &a_total) || !nb_mul_u64((uint64_t)n_out, (uint64_t)n_tok, &y_elems) ||
+        a_total > SIZE_MAX || y_elems > SIZE_MAX / sizeof(float))
+        return nb_fail(NB_ERR_OVERFLOW, "nb_matmul: %lld x %lld x %lld overflows", (long long)n_out, (long long)n_in,
+                       (long long)n_tok);
+
+    job j = {.k = k, .n_in = n_in, .n_out = n_out, .n_tok = n_tok, .x = x, .w = w, .w_row = (size_t)w_row, .y = y};
+    j.act_type = route == NB_ROUTE_F32 ? NB_TYPE_F32 : k->act_type;
+    j.mm = route == NB_ROUTE_F32 ? k->mm_f32 : k->mm;
+    j.panel = (int64_t)(NB_PANEL_BYTES / j.w_row);
+    j.panel = j.panel < 4 ? 4 : j.panel & ~(int64_t)3;
+
+    void *heap = NULL;
+    if (j.act_type == NB_TYPE_F32) {
+        j.a = (const uint8_t *)x;
+        j.a_row = (size_t)n_in * sizeof(float);
+        if (pool) nb_pool_lock_scratch(pool, 0);
+    } else {
+        j.a_row = nb_act_row_bytes(j.act_type, n_in);
+        if (!nb_mul_u64(j.a_row, (uint64_t)n_tok, &a_total) || a_total > SIZE_MAX)
+            return nb_fail(NB_ERR_OVERFLOW, "nb_matmul: activation scratch %zu x %lld", j.a_row, (long long)n_tok);
+        void *buf = pool ? nb_pool_lock_scratch(pool, (size_t)a_total) : (heap = malloc((size_t)a_total));
+        if (!buf) return nb_fail(NB_ERR_NOMEM, "nb_matmul: %llu bytes of activation scratch", (unsigned long long)a_total);
+        j.aq = buf;
+        j.a = buf;
+        nb_pool_for_locked(pool, n_tok, 1, quantize_rows, &j);
+    }
+    int64_t grain = k->rows_per_tile > 0 ? k->rows_per_tile : 1;
+    nb_pool_for_locked(pool, n_out, grain, run_rows, &j);
+    if (pool) nb_pool_unlock(pool);
+    free(heap);
+    return NB_OK;
+}
+
+nb_status nb_matmul_route(nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in, const float *x,
+                          int64_t n_tok, float *y, nb_route route) {
+    return nb_matmul_isa(nb_isa_active(), pool, wtype, w, n_out, n_in, x, n_tok, y, route);
+}
+
+nb_status nb_matmul(nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in, const float *x,
+                    int64_t n_tok, float *y) {
+    return nb_matmul_route(pool, wtype, w, n_out, n_in, x, n_tok, y, NB_ROUTE_QUANT);
+}

@@ -1,0 +1,33 @@
+/*
+ * avx2.h: what the AVX2 kernel files share (compiled with -mavx2 -mfma -mf16c; only reached
+ * through dispatch when the CPU has them).
+ */
+#ifndef NB_KERNELS_AVX2_H
+#define NB_KERNELS_AVX2_H
+
+#include <immintrin.h>
+
+#include "kernels/kernels.h"
+
+/* The contract's fixed reduction (kernels.h nb_lane_sum) on a register. */
+static inline float nb_avx2_lane_sum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); /* s0..s3 */
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                      /* s0+s2, s1+s3 */
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+}
+
+/* The tile kernels of each file, for the table in table_avx2.c. */
+void nb_mm_q4_0_q8_0_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_q5_0_q8_0_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_q8_0_q8_0_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_mxfp4_q8_0_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_nvfp4_q8_0_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_q4_k_q8_k_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_q6_k_q8_k_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_f32_f32_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_f16_f32_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_bf16_f32_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+/* Float route of a block type: decode a block per row to an L1 stack buffer, FMA with f32. */
+void nb_mm_blocks_f32_avx2(int type, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+
+#endif

@@ -1,0 +1,160 @@
+/*
+ * kquants_avx2.c: Q4_K and Q6_K weights against Q8_K activations, AVX2 ("W4A8" in integers).
+ *
+ * Q4_K: codes 0..15 are unsigned, so vpmaddubsw takes them directly against the signed Q8_K
+ * bytes (pair sums <= 2*15*127); vpmaddwd with the sub-block's 6-bit scale gives lane k the
+ * scaled sum of elements 4k..4k+3 of each 32-element group, as the lane contract in kernels.h
+ * requires. The minimum never touches the elements: sum_i m_j*a_i over a sub-block is m_j times
+ * the activation block's precomputed bsums, one scalar per block and row (the minus of
+ * d*sc*q - dmin*m applied once at the end).
+ * Q6_K: codes 0..63 (six bits, unsigned), so q*a - 32*a is formed in int16 with two vpmaddubsw
+ * (pair sums <= 2*63*127 and 2*32*127) before vpmaddwd with the int8 scales of each 16 elements.
+ */
+#include "formats/blocks.h"
+#include "kernels/x86/avx2/avx2.h"
+
+#define RMAX 4
+#define TMAX 2
+
+static inline __attribute__((always_inline)) void tile_q4_k(int R, int T, int64_t nb, const uint8_t *w, size_t ws,
+                                                            const uint8_t *a, size_t as, float *y, size_t ldy) {
+    __m256 acc[RMAX][TMAX];
+    float macc[RMAX][TMAX];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps(), macc[r][t] = 0;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t i = 0; i < nb; i++) {
+        const nb_block_q8_k *ab[TMAX];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            const nb_block_q4_k *b = (const nb_block_q4_k *)(w + (size_t)r * ws) + i;
+            uint8_t sc[8], m[8];
+            #pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) nb_k_scale_min(j, b->scales, &sc[j], &m[j]);
+            __m256i isum[TMAX];
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
+            #pragma GCC unroll 8
+            for (int c = 0; c < 4; c++) {
+                __m256i qv = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+                __m256i lo = _mm256_and_si256(qv, m4), hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+                __m256i sl = _mm256_set1_epi16(sc[2 * c]), sh = _mm256_set1_epi16(sc[2 * c + 1]);
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    __m256i al = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 64 * c));
+                    __m256i ah = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 64 * c + 32));
+                    __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, al), sl);
+                    __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, ah), sh);
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(pl, ph));
+                }
+            }
+            float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                const int16_t *bs = ab[t]->bsums;
+                int msum = 0;
+                #pragma GCC unroll 8
+                for (int j = 0; j < 8; j++) msum += m[j] * (bs[2 * j] + bs[2 * j + 1]);
+                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab[t]->d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
+                macc[r][t] = __builtin_fmaf(dmin * ab[t]->d, (float)msum, macc[r][t]);
+            }
+        }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r] = nb_avx2_lane_sum(acc[r][t]) - macc[r][t];
+}
+
+static inline __attribute__((always_inline)) void tile_q6_k(int R, int T, int64_t nb, const uint8_t *w, size_t ws,
+                                                            const uint8_t *a, size_t as, float *y, size_t ldy) {
+    __m256 acc[RMAX][TMAX];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+    for (int64_t i = 0; i < nb; i++) {
+        const nb_block_q8_k *ab[TMAX];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            const nb_block_q6_k *b = (const nb_block_q6_k *)(w + (size_t)r * ws) + i;
+            __m256i isum[TMAX];
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
+            #pragma GCC unroll 8
+            for (int h = 0; h < 2; h++) {
+                __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+                __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+                __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+                /* the four 32-element groups of this half, in element order */
+                __m256i q[4];
+                q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
+                q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
+                q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
+                q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+                #pragma GCC unroll 8
+                for (int g = 0; g < 4; g++) {
+                    const int8_t *s = b->scales + 8 * h + 2 * g;
+                    __m256i sv = _mm256_set_m128i(_mm_set1_epi16(s[1]), _mm_set1_epi16(s[0]));
+                    #pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) {
+                        __m256i av = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 128 * h + 32 * g));
+                        __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[g], av), _mm256_maddubs_epi16(k32, av));
+                        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, sv));
+                    }
+                }
+            }
+            float d = _cvtsh_ss(b->d);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab[t]->d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r] = nb_avx2_lane_sum(acc[r][t]);
+}
+
+typedef void (*tile_fn)(int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, size_t as, float *y, size_t ldy);
+
+static void mm_k(const tile_fn tiles[RMAX][TMAX], int64_t n, const void *w, size_t ws, const void *a, size_t as,
+                 int64_t nr, int64_t nt, float *y, size_t ldy) {
+    const uint8_t *wb = w, *abase = a;
+    for (int64_t t = 0; t < nt; t += TMAX) {
+        int tt = nt - t < TMAX ? (int)(nt - t) : TMAX;
+        for (int64_t r = 0; r < nr; r += RMAX) {
+            int rr = nr - r < RMAX ? (int)(nr - r) : RMAX;
+            tiles[rr - 1][tt - 1](n / NB_QK_K, wb + (size_t)r * ws, ws, abase + (size_t)t * as, as,
+                                  y + (size_t)t * ldy + (size_t)r, ldy);
+        }
+    }
+}
+
+#define TILE(ty, R, T)                                                                                   \
+    static void ty##_##R##x##T(int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, size_t as,       \
+                               float *y, size_t ldy) {                                                    \
+        tile_##ty(R, T, nb, w, ws, a, as, y, ldy);                                                        \
+    }
+#define KERNEL(ty)                                                                                        \
+    TILE(ty, 1, 1) TILE(ty, 1, 2) TILE(ty, 2, 1) TILE(ty, 2, 2)                                           \
+    TILE(ty, 3, 1) TILE(ty, 3, 2) TILE(ty, 4, 1) TILE(ty, 4, 2)                                           \
+    static const tile_fn tiles_##ty[RMAX][TMAX] = {                                                       \
+        {ty##_1x1, ty##_1x2}, {ty##_2x1, ty##_2x2}, {ty##_3x1, ty##_3x2}, {ty##_4x1, ty##_4x2}};          \
+    void nb_mm_##ty##_q8_k_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, \
+                                int64_t nt, float *y, size_t ldy) {                                      \
+        mm_k(tiles_##ty, n, w, ws, a, as, nr, nt, y, ldy);                                                \
+    }
+
+KERNEL(q4_k)
+KERNEL(q6_k)

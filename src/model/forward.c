@@ -1,0 +1,339 @@
+/*
+ * forward.c: the Gemma 3 forward pass, a batch of tokens at a time, and the context (KV cache +
+ * activation arena) it runs in.
+ *
+ *   x = token_embd[tok] * sqrt(n_embd)
+ *   per layer:  h = rmsnorm(x) * attn_norm
+ *               q, k, v = h Wq, h Wk, h Wv;  q, k = rmsnorm per head * q_norm / k_norm
+ *               q, k = rope_neox(q, k, pos, local ? base_local : base);  q *= 1/sqrt(head_dim)
+ *               o = attention(q, K[..pos], V[..pos]) Wo   (causal; local layers see the last
+ *                   `sliding_window` positions only)
+ *               x += rmsnorm(o) * post_attention_norm
+ *               h = rmsnorm(x) * ffn_norm
+ *               x += rmsnorm((gelu_tanh(h Wgate) * (h Wup)) Wdown) * post_ffw_norm
+ *   logits = (rmsnorm(x) * output_norm) Wout
+ *
+ * Shapes are row-major (token, width). Every product is nb_matmul on the tensor's own type.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "formats/codes.h"
+#include "model/model.h"
+
+/* ------------------------------------------------------------ small ops */
+
+/* y = x / sqrt(mean(x^2) + eps) * w, as ggml: squares summed in double, the scale applied
+ * before the weight. y may be x. */
+static void rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+}
+
+/* NEOX rotation of one head: element i pairs with i + d/2. Angles as ggml builds its cache:
+ * theta_i = pos * base^(-2i/d) by repeated multiplication in float. */
+static void rope_neox(float *x, int d, int pos, float base) {
+    const float step = powf(base, -2.0f / (float)d);
+    float theta = (float)pos;
+    for (int i = 0; i < d / 2; i++) {
+        const float c = cosf(theta), s = sinf(theta);
+        const float a = x[i], b = x[i + d / 2];
+        x[i] = a * c - b * s;
+        x[i + d / 2] = a * s + b * c;
+        theta *= step;
+    }
+}
+
+/* ------------------------------------------------------------ context */
+
+/* Per-thread attention scratch: G score rows of n_ctx, one decoded V row, G rounded queries. */
+#define ATT_SCRATCH(G, n_ctx, D) ((size_t)(G) * (size_t)(n_ctx) + (size_t)(D) + (size_t)(G) * (size_t)(D))
+
+nb_ctx_params nb_ctx_default_params(void) {
+    nb_ctx_params p = {.n_ctx = 4096, .n_batch = 256, .kv_f32 = 0, .n_threads = 0, .pool = NULL};
+    return p;
+}
+
+nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out) {
+    *out = NULL;
+    const nb_model_info *in = &m->info;
+    nb_ctx_params d = p ? *p : nb_ctx_default_params();
+    if (d.n_ctx < 1 || d.n_ctx > in->n_ctx_train)
+        return nb_fail(NB_ERR_RANGE, "context: n_ctx %d is outside [1, %d] (the model's training context)", d.n_ctx,
+                       in->n_ctx_train);
+    if (d.n_batch < 1 || d.n_batch > 4096) return nb_fail(NB_ERR_RANGE, "context: n_batch %d is outside [1, 4096]", d.n_batch);
+    if (d.n_batch > d.n_ctx) d.n_batch = d.n_ctx;
+    nb_ctx *c = calloc(1, sizeof *c);
+    if (!c) return nb_fail(NB_ERR_NOMEM, "context: out of memory");
+    c->m = m;
+    c->n_ctx = d.n_ctx;
+    c->n_batch = d.n_batch;
+    c->kv_type = d.kv_f32 ? NB_TYPE_F32 : NB_TYPE_F16;
+    c->kv_row_bytes = (size_t)in->head_dim * (d.kv_f32 ? 4 : 2);
+    if (d.pool) {
+        c->pool = d.pool;
+    } else {
+        nb_status s = nb_pool_create(d.n_threads, &c->pool);
+        if (s) {
+            free(c);
+            return s;
+        }
+        c->own_pool = 1;
+    }
+    /* sizes: the model's hyperparameters are bounded at load, n_ctx and n_batch here */
+    const size_t B = (size_t)d.n_batch, E = in->n_embd, D = in->head_dim, F = in->n_ff;
+    const size_t Q = (size_t)in->n_head * D, KV = (size_t)in->n_head_kv * D, G = (size_t)(in->n_head / in->n_head_kv);
+    const size_t cache = (size_t)in->n_layer * in->n_head_kv * d.n_ctx * c->kv_row_bytes;
+    const size_t floats[] = {B * E, B * E, B * Q, B * KV, B * KV, B * Q, B * E, B * F, B * F,
+                             (size_t)nb_pool_threads(c->pool) * ATT_SCRATCH(G, d.n_ctx, D)};
+    float **bufs[] = {&c->x, &c->h, &c->q, &c->k, &c->v, &c->att, &c->o, &c->g, &c->u, &c->scores};
+    size_t arena = 0;
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) arena += (floats[i] * 4 + 63) & ~(size_t)63;
+    c->arena_bytes = 2 * cache + arena;
+    uint8_t *mem = aligned_alloc(64, (c->arena_bytes + 63) & ~(size_t)63);
+    if (!mem) {
+        nb_ctx_free(c);
+        return nb_fail(NB_ERR_NOMEM, "context: cannot allocate %zu bytes for n_ctx %d", c->arena_bytes, d.n_ctx);
+    }
+    c->k_cache = mem;
+    c->v_cache = mem + cache;
+    uint8_t *cur = mem + 2 * cache;
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        *bufs[i] = (float *)cur;
+        cur += (floats[i] * 4 + 63) & ~(size_t)63;
+    }
+    *out = c;
+    return NB_OK;
+}
+
+void nb_ctx_free(nb_ctx *c) {
+    if (!c) return;
+    if (c->own_pool) nb_pool_destroy(c->pool);
+    free(c->k_cache);
+    free(c);
+}
+
+int nb_ctx_pos(const nb_ctx *c) { return c->pos; }
+int nb_ctx_n_ctx(const nb_ctx *c) { return c->n_ctx; }
+void nb_ctx_reset(nb_ctx *c) { c->pos = 0; }
+size_t nb_ctx_memory(const nb_ctx *c) { return c->arena_bytes; }
+
+/* ------------------------------------------------------------ forward */
+
+typedef struct batch {
+    nb_ctx *c;
+    int il;        /* layer */
+    int n;         /* tokens in the batch */
+    int pos0;      /* position of the first */
+} batch;
+
+/* Cached row of kv head g at a position: the cache is (layer, kv head, position, head_dim), so one
+ * head's rows are contiguous and nb_matmul reads them as a matrix in place. */
+static uint8_t *kv_at(const nb_ctx *c, uint8_t *cache, int il, int g, int pos) {
+    const size_t heads = (size_t)c->m->info.n_head_kv;
+    return cache + (((size_t)il * heads + (size_t)g) * (size_t)c->n_ctx + (size_t)pos) * c->kv_row_bytes;
+}
+
+/* Per token: q/k head norms, RoPE, scale q; store k and v at the token's position. */
+static void qk_prepare(void *arg, int64_t t0, int64_t t1) {
+    const batch *b = arg;
+    nb_ctx *c = b->c;
+    const nb_model *m = c->m;
+    const nb_model_info *in = &m->info;
+    const nb_layer *L = &m->layers[b->il];
+    const int D = in->head_dim, HQ = in->n_head, HK = in->n_head_kv;
+    const float base = L->sliding ? in->rope_base_local : in->rope_base;
+    for (int64_t t = t0; t < t1; t++) {
+        const int pos = b->pos0 + (int)t;
+        float *q = c->q + t * HQ * D, *k = c->k + t * HK * D, *v = c->v + t * HK * D;
+        for (int h = 0; h < HQ; h++) {
+            rmsnorm(q + h * D, q + h * D, L->q_norm, D, in->rms_eps);
+            rope_neox(q + h * D, D, pos, base);
+            for (int i = 0; i < D; i++) q[h * D + i] *= m->attn_scale;
+        }
+        for (int g = 0; g < HK; g++) {
+            rmsnorm(k + g * D, k + g * D, L->k_norm, D, in->rms_eps);
+            rope_neox(k + g * D, D, pos, base);
+            /* the cache holds what nb_quantize makes of a row: an F32 copy or F16 (RNE) */
+            nb_quantize(c->kv_type, k + g * D, kv_at(c, c->k_cache, b->il, g, pos), D);
+            nb_quantize(c->kv_type, v + g * D, kv_at(c, c->v_cache, b->il, g, pos), D);
+        }
+    }
+}
+
+/* Rounds n floats to the nearest fp16 value, in place. */
+static void round_fp16(float *x, int n) {
+    for (int i = 0; i < n; i++) x[i] = nb_fp16_to_fp32(nb_fp32_to_fp16(x[i]));
+}
+
+/* Attention, one chunk per thread (index i of n_threads): the work items (token, kv head) are
+ * split evenly and each thread uses its own slice of the score arena. Scores come from nb_matmul
+ * over the cached K rows with the group's query heads as activation rows; then softmax, then the
+ * weighted sum of the cached V rows. With an F16 cache the queries and the probabilities are
+ * rounded to fp16 first, as llama.cpp does when it multiplies by F16 K and V (without that its
+ * logits and ours drift apart measurably: docs/BENCHMARKS.md, parity). */
+static void attend(void *arg, int64_t i0, int64_t i1) {
+    const batch *b = arg;
+    nb_ctx *c = b->c;
+    const nb_model_info *in = &c->m->info;
+    const nb_layer *L = &c->m->layers[b->il];
+    const int D = in->head_dim, HQ = in->n_head, HK = in->n_head_kv, G = HQ / HK;
+    const int f16 = c->kv_type == NB_TYPE_F16;
+    const int64_t T = nb_pool_threads(c->pool), W = (int64_t)b->n * HK;
+    for (int64_t i = i0; i < i1; i++) {
+        float *scores = c->scores + (size_t)i * ATT_SCRATCH(G, c->n_ctx, D);
+        float *vrow = scores + (size_t)G * c->n_ctx, *qr = vrow + D;
+        for (int64_t w = i * W / T; w < (i + 1) * W / T; w++) {
+            const int t = (int)(w / HK), g = (int)(w % HK), pos = b->pos0 + t;
+            int lo = 0;
+            if (L->sliding && pos - in->sliding_window + 1 > 0) lo = pos - in->sliding_window + 1;
+            const int nk = pos - lo + 1;
+            const float *q = c->q + ((size_t)t * HQ + (size_t)g * G) * D;
+            float *o = c->att + ((size_t)t * HQ + (size_t)g * G) * D;
+            if (f16) {
+                memcpy(qr, q, sizeof(float) * (size_t)G * D);
+                round_fp16(qr, G * D);
+                q = qr;
+            }
+            nb_matmul(NULL, c->kv_type, kv_at(c, c->k_cache, b->il, g, lo), nk, D, q, G, scores);
+            for (int r = 0; r < G; r++) {
+                float *s = scores + (size_t)r * nk, mx = -INFINITY;
+                for (int j = 0; j < nk; j++) mx = s[j] > mx ? s[j] : mx;
+                double sum = 0;
+                for (int j = 0; j < nk; j++) {
+                    s[j] = expf(s[j] - mx);
+                    sum += s[j];
+                }
+                const float inv = (float)(1.0 / sum);
+                for (int j = 0; j < nk; j++) s[j] *= inv;
+                if (f16) round_fp16(s, nk);
+                memset(o + (size_t)r * D, 0, sizeof(float) * D);
+            }
+            for (int j = 0; j < nk; j++) {
+                nb_dequantize(c->kv_type, kv_at(c, c->v_cache, b->il, g, lo + j), vrow, D);
+                for (int r = 0; r < G; r++) {
+                    const float p = scores[(size_t)r * nk + j];
+                    float *orow = o + (size_t)r * D;
+                    for (int d = 0; d < D; d++) orow[d] += p * vrow[d];
+                }
+            }
+        }
+    }
+}
+
+/* h[t] = rmsnorm(src[t]) * w for n rows of width `dim`. */
+static void norm_rows(float *dst, const float *src, const float *w, int n, int dim, float eps) {
+    for (int t = 0; t < n; t++) rmsnorm(dst + (size_t)t * dim, src + (size_t)t * dim, w, dim, eps);
+}
+
+static nb_status mm(nb_ctx *c, const nb_weight *w, const float *x, int n, float *y) {
+    return nb_matmul(c->pool, w->type, w->data, w->n_out, w->n_in, x, n, y);
+}
+
+typedef struct gelu_job {
+    const nb_model *m;
+    float *g;
+    const float *u;
+} gelu_job;
+
+/* g = gelu(g) * u, GELU through llama.cpp's fp16 table (inputs beyond +-10 bypass it, as there). */
+static void gelu_mul(void *arg, int64_t i0, int64_t i1) {
+    const gelu_job *j = arg;
+    for (int64_t i = i0; i < i1; i++) {
+        const float x = j->g[i];
+        float a;
+        if (x <= -10.0f) a = 0.0f;
+        else if (x >= 10.0f) a = x;
+        else a = j->m->gelu_f16[nb_fp32_to_fp16(x)];
+        j->g[i] = a * j->u[i];
+    }
+}
+
+static nb_status layer_forward(nb_ctx *c, int il, int n, int pos0) {
+    const nb_model *m = c->m;
+    const nb_model_info *in = &m->info;
+    const nb_layer *L = &m->layers[il];
+    const int E = in->n_embd, F = in->n_ff;
+    nb_status s;
+    norm_rows(c->h, c->x, L->attn_norm, n, E, in->rms_eps);
+    if ((s = mm(c, &L->wq, c->h, n, c->q)) || (s = mm(c, &L->wk, c->h, n, c->k)) || (s = mm(c, &L->wv, c->h, n, c->v)))
+        return s;
+    batch b = {c, il, n, pos0};
+    if ((s = nb_pool_for(c->pool, n, 1, qk_prepare, &b))) return s;
+    if ((s = nb_pool_for(c->pool, nb_pool_threads(c->pool), 1, attend, &b))) return s;
+    if ((s = mm(c, &L->wo, c->att, n, c->o))) return s;
+    for (int t = 0; t < n; t++) {
+        float *o = c->o + (size_t)t * E, *x = c->x + (size_t)t * E;
+        rmsnorm(o, o, L->post_attn_norm, E, in->rms_eps);
+        for (int i = 0; i < E; i++) x[i] += o[i];
+    }
+    norm_rows(c->h, c->x, L->ffn_norm, n, E, in->rms_eps);
+    if ((s = mm(c, &L->gate, c->h, n, c->g)) || (s = mm(c, &L->up, c->h, n, c->u))) return s;
+    gelu_job gj = {m, c->g, c->u};
+    if ((s = nb_pool_for(c->pool, (int64_t)n * F, 4096, gelu_mul, &gj))) return s;
+    if ((s = mm(c, &L->down, c->g, n, c->o))) return s;
+    for (int t = 0; t < n; t++) {
+        float *o = c->o + (size_t)t * E, *x = c->x + (size_t)t * E;
+        rmsnorm(o, o, L->post_ffw_norm, E, in->rms_eps);
+        for (int i = 0; i < E; i++) x[i] += o[i];
+    }
+    return NB_OK;
+}
+
+/* One batch of n <= n_batch tokens at c->pos; logits rows for tokens [first_logit, n). */
+static nb_status batch_forward(nb_ctx *c, const int32_t *tok, int n, float *logits, int first_logit) {
+    const nb_model *m = c->m;
+    const nb_model_info *in = &m->info;
+    const int E = in->n_embd;
+    const float scale = sqrtf((float)E);
+    nb_status s;
+    for (int t = 0; t < n; t++) {
+        const nb_weight *emb = &m->token_embd;
+        size_t row;
+        if ((s = nb_row_bytes(emb->type, E, &row))) return s;
+        float *x = c->x + (size_t)t * E;
+        if ((s = nb_dequantize(emb->type, (const uint8_t *)emb->data + row * (size_t)tok[t], x, E))) return s;
+        for (int i = 0; i < E; i++) x[i] *= scale;
+    }
+    for (int il = 0; il < in->n_layer; il++)
+        if ((s = layer_forward(c, il, n, c->pos))) return s;
+    c->pos += n;
+    if (!logits || first_logit >= n) return NB_OK;
+    const int nl = n - first_logit;
+    norm_rows(c->h, c->x + (size_t)first_logit * E, m->output_norm, nl, E, in->rms_eps);
+    return mm(c, &m->output, c->h, nl, logits);
+}
+
+nb_status nb_ctx_eval(nb_ctx *c, const int32_t *tokens, int n, float *logits, int all_logits) {
+    const nb_model_info *in = &c->m->info;
+    if (n < 0 || (n > 0 && !tokens)) return nb_fail(NB_ERR_INVALID_ARG, "eval: %d tokens, NULL array", n);
+    if (n > c->n_ctx - c->pos)
+        return nb_fail(NB_ERR_RANGE, "eval: %d tokens at position %d exceed the context of %d (use a larger -c)", n,
+                       c->pos, c->n_ctx);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= in->n_vocab)
+            return nb_fail(NB_ERR_RANGE, "eval: token %d at index %d is outside the vocabulary [0, %d)", tokens[i], i,
+                           in->n_vocab);
+    for (int done = 0; done < n;) {
+        const int nb = n - done < c->n_batch ? n - done : c->n_batch;
+        const int last = done + nb == n;
+        float *dst = NULL;
+        int first = nb;
+        if (logits && all_logits) {
+            dst = logits + (size_t)done * in->n_vocab;
+            first = 0;
+        } else if (logits && last) {
+            dst = logits;
+            first = nb - 1;
+        }
+        nb_status s = batch_forward(c, tokens + done, nb, dst, first);
+        if (s) return s;
+        done += nb;
+    }
+    return NB_OK;
+}

@@ -1,0 +1,242 @@
+/*
+ * test_kernels.c: the matmul kernels. Every kernel set against the scalar reference on random
+ * data with edge shapes (one block, many blocks, rows and tokens not multiples of the tiles,
+ * outputs prefilled with NaN so an unwritten element fails); the reference against
+ * dequantize-then-dot in double; thread-count invariance; argument errors.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "base/threads.h"
+#include "kernels/kernels.h"
+#include "nibble.h"
+#include "test.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) { /* roughly normal, with an occasional outlier */
+    float s = 0;
+    for (int i = 0; i < 4; i++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        s += (float)(rng >> 40) / (float)(1 << 24) - 0.5f;
+    }
+    if ((rng & 255) == 0) s *= 8;
+    return s;
+}
+
+static const int types[] = {NB_TYPE_Q4_0, NB_TYPE_Q5_0, NB_TYPE_Q8_0, NB_TYPE_MXFP4, NB_TYPE_NVFP4, NB_TYPE_Q4_K,
+                            NB_TYPE_Q5_K, NB_TYPE_Q6_K, NB_TYPE_F32,  NB_TYPE_F16,  NB_TYPE_BF16};
+#define NTYPES (int)(sizeof types / sizeof types[0])
+
+typedef struct {
+    int type;
+    int64_t n_out, n_in, n_tok;
+    void *w;        /* quantized weights */
+    float *wd;      /* the same, dequantized (for the double-precision oracle) */
+    float *x, *y, *y_ref;
+} problem;
+
+static int make(problem *p, int type, int64_t n_out, int64_t n_in, int64_t n_tok) {
+    size_t rb;
+    if (nb_row_bytes(type, n_in, &rb) != NB_OK) return 0;
+    *p = (problem){.type = type, .n_out = n_out, .n_in = n_in, .n_tok = n_tok};
+    float *wf = malloc(sizeof(float) * (size_t)(n_out * n_in));
+    p->w = malloc(rb * (size_t)n_out);
+    p->wd = malloc(sizeof(float) * (size_t)(n_out * n_in));
+    p->x = malloc(sizeof(float) * (size_t)(n_tok * n_in));
+    p->y = malloc(sizeof(float) * (size_t)(n_tok * n_out));
+    p->y_ref = malloc(sizeof(float) * (size_t)(n_tok * n_out));
+    for (int64_t i = 0; i < n_out * n_in; i++) wf[i] = frand();
+    for (int64_t i = 0; i < n_tok * n_in; i++) p->x[i] = frand();
+    int ok = nb_quantize(type, wf, p->w, n_out * n_in) == NB_OK && nb_dequantize(type, p->w, p->wd, n_out * n_in) == NB_OK;
+    free(wf);
+    return ok;
+}
+
+static void drop(problem *p) {
+    free(p->w), free(p->wd), free(p->x), free(p->y), free(p->y_ref);
+}
+
+static void fill_nan(float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = NAN;
+}
+
+static int is_block_type(int type) { return type != NB_TYPE_F32 && type != NB_TYPE_F16 && type != NB_TYPE_BF16; }
+
+/* Shapes per type: one block, a few blocks, many blocks; rows and tokens off the tile sizes. */
+static void shapes(int type, int64_t n_in[3]) {
+    int be = nb_type_get(type)->block_elems;
+    if (be == 1) be = 8;
+    n_in[0] = be, n_in[1] = be == 256 ? 1024 : 640, n_in[2] = be == 256 ? 2560 : be * 67 + (be == 8 ? 3 : 0);
+}
+
+/* Compares an ISA's matmul with the reference set on one problem: integer routes exactly (same
+ * bits: the lane contract of kernels.h), float routes within 2*n*u*sum|w*x| (two summation
+ * orders, each within n*u*sum|w*x| of the exact sum; u = 2^-24). */
+static void compare_isa(nb_isa isa, problem *p, nb_route route) {
+    int64_t ny = p->n_out * p->n_tok;
+    fill_nan(p->y_ref, ny);
+    fill_nan(p->y, ny);
+    CHECK(nb_matmul_isa(NB_ISA_REF, NULL, p->type, p->w, p->n_out, p->n_in, p->x, p->n_tok, p->y_ref, route) == NB_OK,
+          "ref matmul: %s", nb_last_error());
+    CHECK(nb_matmul_isa(isa, NULL, p->type, p->w, p->n_out, p->n_in, p->x, p->n_tok, p->y, route) == NB_OK, "%s matmul: %s",
+          nb_isa_name(isa), nb_last_error());
+    int exact = route == NB_ROUTE_QUANT && is_block_type(p->type);
+    int bad = 0;
+    for (int64_t t = 0; t < p->n_tok; t++)
+        for (int64_t o = 0; o < p->n_out; o++) {
+            float a = p->y[t * p->n_out + o], b = p->y_ref[t * p->n_out + o];
+            int ok;
+            if (exact) ok = memcmp(&a, &b, sizeof a) == 0;
+            else {
+                double mag = 0;
+                for (int64_t i = 0; i < p->n_in; i++) mag += fabs((double)p->wd[o * p->n_in + i] * p->x[t * p->n_in + i]);
+                ok = isfinite(a) && fabs((double)a - b) <= 2.0 * (double)p->n_in * 0x1p-24 * mag;
+            }
+            if (!ok && bad++ < 3)
+                CHECK(0, "%s %s route %d: %lldx%lldx%lld y[%lld,%lld] = %.9g, ref %.9g", nb_isa_name(isa),
+                      nb_type_name(p->type), (int)route, (long long)p->n_out, (long long)p->n_in, (long long)p->n_tok,
+                      (long long)t, (long long)o, a, b);
+        }
+}
+
+static void all_shapes_isa(nb_isa isa) {
+    static const int64_t rows[] = {1, 5, 13}, toks[] = {1, 2, 7};
+    for (int ti = 0; ti < NTYPES; ti++) {
+        int64_t n_in[3];
+        shapes(types[ti], n_in);
+        for (int si = 0; si < 3; si++)
+            for (int ri = 0; ri < 3; ri++) {
+                problem p;
+                CHECK(make(&p, types[ti], rows[ri], n_in[si], toks[(si + ri) % 3]), "setup %s", nb_type_name(types[ti]));
+                compare_isa(isa, &p, NB_ROUTE_QUANT);
+                compare_isa(isa, &p, NB_ROUTE_F32);
+                drop(&p);
+            }
+    }
+}
+
+TEST(avx2_matches_reference) {
+    if (nb_isa_best() < NB_ISA_AVX2) SKIP("no AVX2");
+    all_shapes_isa(NB_ISA_AVX2);
+}
+
+TEST(avx512_matches_reference) {
+    if (nb_isa_best() < NB_ISA_AVX512 || !nb_cpu()->avx512vnni) SKIP("no AVX-512");
+    all_shapes_isa(NB_ISA_AVX512);
+}
+
+/* The reference against dequantize-then-dot in double. The quantized route also rounds the
+ * activations: each x_i moves by at most half its block's step (amax/254 for Q8_0 and Q8_K), so
+ * the bound is sum_i |w_i| * step_i / 2 plus float accumulation (4*n*u*sum|w*x|); the f32 route
+ * has only the accumulation term. */
+TEST(reference_matches_double) {
+    for (int ti = 0; ti < NTYPES; ti++) {
+        problem p;
+        int be = nb_type_get(types[ti])->block_elems;
+        int64_t n = be == 256 ? 1024 : 640;
+        CHECK(make(&p, types[ti], 3, n, 2), "setup");
+        for (int route = 0; route < 2; route++) {
+            fill_nan(p.y, 6);
+            CHECK(nb_matmul_isa(NB_ISA_REF, NULL, p.type, p.w, 3, n, p.x, 2, p.y, (nb_route)route) == NB_OK, "matmul");
+            const nb_kernel *k = nb_kernel_get(NB_ISA_REF, p.type);
+            int ab = route == NB_ROUTE_QUANT ? (k->act_type == NB_TYPE_Q8_K ? 256 : k->act_type == NB_TYPE_Q8_0 ? 32 : 0) : 0;
+            for (int t = 0; t < 2; t++)
+                for (int o = 0; o < 3; o++) {
+                    double exact = 0, mag = 0, qerr = 0;
+                    for (int64_t i = 0; i < n; i++) {
+                        double wv = p.wd[o * n + i], xv = p.x[t * n + i];
+                        exact += wv * xv;
+                        mag += fabs(wv * xv);
+                        if (ab) {
+                            double amax = 0;
+                            for (int64_t j = i / ab * ab; j < i / ab * ab + ab; j++) amax = fmax(amax, fabs(p.x[t * n + j]));
+                            qerr += fabs(wv) * amax / 254 * 1.0001;
+                            mag += fabs(wv) * amax / 254;
+                        }
+                    }
+                    double got = p.y[t * 3 + o], tol = qerr + 4.0 * (double)n * 0x1p-24 * mag;
+                    CHECK(fabs(got - exact) <= tol, "%s route %d y[%d,%d] = %.9g, exact %.9g, tol %.3g", nb_type_name(p.type),
+                          route, t, o, got, exact, tol);
+                }
+        }
+        drop(&p);
+    }
+}
+
+/* The same matmul with 1, 2 and 3 threads gives the same bits (and equals the pool-less call). */
+TEST(thread_count_invariance) {
+    static const int tt[] = {NB_TYPE_Q8_0, NB_TYPE_Q4_K, NB_TYPE_NVFP4, NB_TYPE_F16};
+    for (int ti = 0; ti < 4; ti++) {
+        problem p;
+        int64_t n = nb_type_get(tt[ti])->block_elems == 256 ? 512 : 128;
+        CHECK(make(&p, tt[ti], 37, n, 5), "setup");
+        for (int nt = 1; nt <= 5; nt += 4) {
+            fill_nan(p.y_ref, 37 * 5);
+            CHECK(nb_matmul(NULL, p.type, p.w, 37, n, p.x, nt, p.y_ref) == NB_OK, "matmul");
+            for (int threads = 1; threads <= 3; threads++) {
+                nb_pool *pool;
+                CHECK(nb_pool_create(threads, &pool) == NB_OK, "pool");
+                for (int rep = 0; rep < 2; rep++) {
+                    fill_nan(p.y, 37 * 5);
+                    CHECK(nb_matmul(pool, p.type, p.w, 37, n, p.x, nt, p.y) == NB_OK, "matmul: %s", nb_last_error());
+                    CHECK(memcmp(p.y, p.y_ref, sizeof(float) * (size_t)(37 * nt)) == 0, "%s, %d threads, %d tokens differ",
+                          nb_type_name(p.type), threads, nt);
+                }
+                nb_pool_destroy(pool);
+            }
+        }
+        drop(&p);
+    }
+}
+
+static void count_rows(void *ctx, int64_t b, int64_t e) {
+    int *hits = ctx;
+    for (int64_t i = b; i < e; i++) hits[i]++;
+}
+
+TEST(pool_covers_every_index_once) {
+    nb_pool *pool;
+    CHECK(nb_pool_create(3, &pool) == NB_OK, "pool");
+    CHECK(nb_pool_threads(pool) == 3, "threads");
+    for (int64_t n = 0; n < 40; n += 3) {
+        int hits[40] = {0};
+        CHECK(nb_pool_for(pool, n, 4, count_rows, hits) == NB_OK, "for");
+        for (int64_t i = 0; i < 40; i++) CHECK(hits[i] == (i < n), "n %lld index %lld hit %d times", (long long)n, (long long)i, hits[i]);
+    }
+    nb_pool_destroy(pool);
+}
+
+TEST(bad_arguments) {
+    float x[64] = {0}, y[4];
+    uint8_t w[4 * 34] = {0};
+    CHECK(nb_matmul(NULL, NB_TYPE_Q8_0, w, 2, 48, x, 1, y) == NB_ERR_INVALID_ARG, "n_in 48 for q8_0");
+    CHECK(strstr(nb_last_error(), "48") != NULL, "message names the length: %s", nb_last_error());
+    CHECK(nb_matmul(NULL, NB_TYPE_Q4_K, w, 1, 64, x, 1, y) == NB_ERR_INVALID_ARG, "n_in 64 for q4_K");
+    CHECK(nb_matmul(NULL, 3, w, 1, 32, x, 1, y) == NB_ERR_UNSUPPORTED, "q4_1 has no kernel");
+    CHECK(nb_matmul(NULL, NB_TYPE_Q8_K, w, 1, 256, x, 1, y) == NB_ERR_UNSUPPORTED, "q8_K is not a weight type");
+    CHECK(nb_matmul(NULL, NB_TYPE_Q8_0, NULL, 1, 32, x, 1, y) == NB_ERR_INVALID_ARG, "NULL w");
+    CHECK(nb_matmul(NULL, NB_TYPE_Q8_0, w, -1, 32, x, 1, y) == NB_ERR_RANGE, "negative rows");
+    CHECK(nb_matmul_route(NULL, NB_TYPE_Q8_0, w, 1, 32, x, 1, y, (nb_route)7) == NB_ERR_INVALID_ARG, "bad route");
+    CHECK(nb_matmul(NULL, NB_TYPE_Q8_0, w, 0, 32, x, 1, y) == NB_OK, "zero rows is a no-op");
+}
+
+TEST(kernel_names) {
+    const char *n = nb_matmul_kernel_name(NB_TYPE_Q4_K, NB_ROUTE_QUANT);
+    /* the set that really runs it: the active one or a lower fallback */
+    CHECK(n && strstr(n, "q4_K x q8_K") && (!strncmp(n, "ref ", 4) || !strncmp(n, "avx2 ", 5) || !strncmp(n, "avx512 ", 7)),
+          "name %s", n ? n : "(null)");
+    n = nb_matmul_kernel_name(NB_TYPE_MXFP4, NB_ROUTE_F32);
+    CHECK(n && strstr(n, "mxfp4 x f32"), "name %s", n ? n : "(null)");
+    CHECK(nb_matmul_kernel_name(NB_TYPE_Q8_K, NB_ROUTE_QUANT) == NULL, "q8_K");
+}
+
+int main(void) {
+    RUN(avx2_matches_reference);
+    RUN(avx512_matches_reference);
+    RUN(reference_matches_double);
+    RUN(thread_count_invariance);
+    RUN(pool_covers_every_index_once);
+    RUN(bad_arguments);
+    RUN(kernel_names);
+    return test_summary();
+}
