@@ -34,7 +34,7 @@ BIN   := $(BUILD)/nibble
 VENV   := $(BUILD)/venv
 PY     := $(VENV)/bin/python
 
-.PHONY: all test test-c test-parity asan fuzz bench demo install clean venv
+.PHONY: all test test-c test-parity asan fuzz bench demo install clean venv grid
 all: $(LIBA) $(LIBSO) $(BIN)
 
 $(BUILD)/src/kernels/x86/avx2/%.o: src/kernels/x86/avx2/%.c
@@ -90,10 +90,15 @@ fuzz:
 DEMO_PROMPT := <start_of_turn>user\nWrite a short poem about a robot that learns to paint.<end_of_turn>\n<start_of_turn>model\n
 demo: all
 	@model=$$(bash scripts/fetch-model.sh) && \
-	$(BIN) run -m "$$model" -p "$$(printf '$(DEMO_PROMPT)')" -n 128 --seed 42
+	$(BIN) run -m "$$model" -p '$(DEMO_PROMPT)' -n 128 --seed 42
 
 bench: all $(BENCHES)
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
+
+# The quality grid: every quantization recipe of the default model, perplexity / KL divergence /
+# speed; rewrites the results part of docs/QUALITY.md (about 40 minutes on 2 cores).
+grid: all
+	python3 bench/grid.py $(GRID_ARGS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig

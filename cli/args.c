@@ -91,3 +91,36 @@ double arg_now(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+static int hex_val(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+size_t arg_unescape(char *s, size_t len) {
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] != '\\' || i + 1 == len) {
+            s[o++] = s[i];
+            continue;
+        }
+        char c = s[++i];
+        switch (c) {
+        case 'n': s[o++] = '\n'; break;
+        case 'r': s[o++] = '\r'; break;
+        case 't': s[o++] = '\t'; break;
+        case '\'': case '"': case '\\': s[o++] = c; break;
+        default:
+            if (c == 'x' && i + 2 < len && hex_val(s[i + 1]) >= 0 && hex_val(s[i + 2]) >= 0) {
+                s[o++] = (char)(hex_val(s[i + 1]) * 16 + hex_val(s[i + 2]));
+                i += 2;
+            } else {
+                s[o++] = '\\';
+                s[o++] = c;
+            }
+        }
+    }
+    return o;
+}

@@ -15,6 +15,9 @@ int arg_u64(const char *flag, const char *s, uint64_t *out);
 int arg_float(const char *flag, const char *s, double lo, double hi, float *out);
 /* Whole file into a NUL-terminated buffer (free it); NULL with a message on failure. */
 char *arg_read_file(const char *path, size_t *len);
+/* llama.cpp's prompt escapes (\n \r \t \' \" \\ \xHH), in place; returns the new length.
+ * Unknown escapes stay as written. */
+size_t arg_unescape(char *s, size_t len);
 /* Peak resident memory of this process, bytes. */
 uint64_t arg_peak_rss(void);
 /* Monotonic seconds. */

@@ -8,5 +8,9 @@ int cmd_inspect(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_explain(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_imatrix(int argc, char **argv);
 
 #endif

@@ -196,27 +196,28 @@ static void print_human(const summary *s, int tensors) {
     if (s->n_fallback) {
         printf("\nfallbacks: %llu weight tensors hold another type than the K-quant recipe wanted:\n",
                (unsigned long long)s->n_fallback);
-        /* one line per (wanted, written, row length), with the first few names */
-        for (int t = 0; t < MAX_TYPE; t++) {
-            for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) {
-                const nb_gguf_tensor *a = nb_gguf_tensor_at(g, i);
-                if (a->type != t || !is_fallback(s, a)) continue;
-                int seen = 0;
-                for (int64_t j = 0; j < i && !seen; j++) {
-                    const nb_gguf_tensor *b = nb_gguf_tensor_at(g, j);
-                    seen = b->type == t && b->ne[0] == a->ne[0] && is_fallback(s, b);
+        /* one line per (written type, row length), with its first tensor as the example */
+        struct group { int type; int64_t ne0; uint64_t n; const char *first; } grp[32];
+        int n_grp = 0, more = 0;
+        for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) {
+            const nb_gguf_tensor *t = nb_gguf_tensor_at(g, i);
+            if (!is_fallback(s, t)) continue;
+            int k = 0;
+            while (k < n_grp && (grp[k].type != t->type || grp[k].ne0 != t->ne[0])) k++;
+            if (k == n_grp) {
+                if (n_grp == (int)(sizeof grp / sizeof grp[0])) {
+                    more++;
+                    continue;
                 }
-                if (seen) continue;
-                uint64_t n = 0;
-                for (int64_t j = i; j < nb_gguf_tensor_count(g); j++) {
-                    const nb_gguf_tensor *b = nb_gguf_tensor_at(g, j);
-                    n += b->type == t && b->ne[0] == a->ne[0] && is_fallback(s, b);
-                }
-                printf("  %llu in %s instead of %s: row length %lld is not a multiple of 256 (e.g. %s)\n",
-                       (unsigned long long)n, nb_type_name(t), nb_type_name(fallback_from(t)), (long long)a->ne[0],
-                       a->name);
+                grp[n_grp++] = (struct group){t->type, t->ne[0], 0, t->name};
             }
+            grp[k].n++;
         }
+        for (int k = 0; k < n_grp; k++)
+            printf("  %llu in %s instead of %s: row length %lld is not a multiple of 256 (e.g. %s)\n",
+                   (unsigned long long)grp[k].n, nb_type_name(grp[k].type), nb_type_name(fallback_from(grp[k].type)),
+                   (long long)grp[k].ne0, grp[k].first);
+        if (more) printf("  %d more (see --tensors)\n", more);
     }
     printf("\nmemory at -c %llu: ", (unsigned long long)s->n_ctx);
     if (s->kv_ok)

@@ -16,6 +16,10 @@ static const struct {
     {"bench", cmd_bench, "benchmarks: `bench kernels` (GEMV GB/s vs streaming read, GEMM GFLOP/s)"},
     {"inspect", cmd_inspect, "what a GGUF file holds: hyperparameters, type census, memory (--tensors, --json)"},
     {"tokenize", cmd_tokenize, "text -> token ids and pieces, as llama-tokenize (--ids, --parse-special)"},
+    {"perplexity", cmd_perplexity, "perplexity of a text as llama-perplexity; --save-logits / --kld for KL divergence"},
+    {"quantize", cmd_quantize, "convert a model: q8_0 q4_0 q4_k_m (llama.cpp's rules), mxfp4/nvfp4(_m), auto:BPW"},
+    {"imatrix", cmd_imatrix, "importance statistics of the weight matrices over a text (llama.cpp's GGUF format)"},
+    {"explain", cmd_explain, "open a code, a byte of a block or a dot product and show the arithmetic"},
     {"version", cmd_version, "print the version and the kernel set this CPU gets"},
 };
 

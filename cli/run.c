@@ -14,7 +14,7 @@
 
 typedef struct run_opts {
     const char *model, *prompt, *file, *system;
-    int n_predict, n_threads, n_ctx, n_batch, chat, kv_f32, verbose_prompt;
+    int n_predict, n_threads, n_ctx, n_batch, chat, kv_f32, no_escape, ignore_eos;
     nb_sampler_params sp;
 } run_opts;
 
@@ -44,7 +44,9 @@ static void usage(void) {
             "  --seed S           sampling seed (default: random, printed)\n"
             "  --chat             interactive chat on stdin with the model's turn template\n"
             "  --system TEXT      system text for --chat (goes before the first user turn)\n"
-            "  --kv-f32           F32 KV cache (default F16)\n");
+            "  --kv-f32           F32 KV cache (default F16)\n"
+            "  --no-escape        take \\n, \\t, \\xHH ... in the prompt literally\n"
+            "  --ignore-eos       keep generating past end-of-turn/end-of-sequence (benchmarks)\n");
 }
 
 static int parse(int argc, char **argv, run_opts *o) {
@@ -75,6 +77,8 @@ static int parse(int argc, char **argv, run_opts *o) {
         else if (!strcmp(a, "--system")) ok = VAL() && (o->system = v);
         else if (!strcmp(a, "--chat")) o->chat = 1;
         else if (!strcmp(a, "--kv-f32")) o->kv_f32 = 1;
+        else if (!strcmp(a, "--no-escape")) o->no_escape = 1;
+        else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage();
             return 0;
@@ -130,9 +134,9 @@ static void print_piece(const run_state *r, int32_t id) {
 
 /* Feeds text to the model, then samples up to n_predict tokens, streaming them. Returns 0 ok,
  * 1 error. Stops at an end-of-generation token or a full context (with a message). */
-static int turn(run_state *r, const run_opts *o, const char *text, int add_bos) {
+static int turn(run_state *r, const run_opts *o, const char *text, size_t len, int add_bos) {
     size_t n;
-    nb_status s = tokenize(r, text, strlen(text), add_bos, 1, &n);
+    nb_status s = tokenize(r, text, len, add_bos, 1, &n);
     if (s) return fail("tokenize", s);
     const int room = nb_ctx_n_ctx(r->ctx) - nb_ctx_pos(r->ctx);
     if ((long)n > room) {
@@ -149,7 +153,7 @@ static int turn(run_state *r, const run_opts *o, const char *text, int add_bos) 
     for (int i = 0; o->n_predict < 0 || i < o->n_predict; i++) {
         int32_t id = nb_sampler_sample(r->smp, r->logits);
         if (!r->t_first) r->t_first = arg_now() - t0;
-        if (nb_tokenizer_is_eog(r->tok, id)) break;
+        if (!o->ignore_eos && nb_tokenizer_is_eog(r->tok, id)) break;
         print_piece(r, id);
         nb_sampler_accept(r->smp, id);
         r->n_gen++;
@@ -183,7 +187,7 @@ static int chat(run_state *r, const run_opts *o) {
         snprintf(text, need, "%s<start_of_turn>user\n%s%s%s<end_of_turn>\n<start_of_turn>model\n",
                  first ? "" : "<end_of_turn>\n", first && o->system ? o->system : "",
                  first && o->system ? "\n\n" : "", line);
-        rc = turn(r, o, text, first);
+        rc = turn(r, o, text, strlen(text), first);
         free(text);
         first = 0;
         putchar('\n');
@@ -229,14 +233,18 @@ int cmd_run(int argc, char **argv) {
     if (o.chat) {
         rc = chat(&r, &o);
     } else {
-        const char *text = o.prompt;
+        size_t len;
         if (o.file) {
-            size_t len;
             if (!(file_text = arg_read_file(o.file, &len))) goto out;
-            text = file_text;
+        } else if ((file_text = strdup(o.prompt))) {
+            len = strlen(file_text);
+        } else {
+            fail("prompt", NB_ERR_NOMEM);
+            goto out;
         }
-        fputs(text, stdout);
-        rc = turn(&r, &o, text, 1);
+        if (!o.no_escape) len = arg_unescape(file_text, len);
+        fwrite(file_text, 1, len, stdout);
+        rc = turn(&r, &o, file_text, len, 1);
         putchar('\n');
     }
     fprintf(stderr, "\n%s: %d layers, %d threads, %s KV cache, context %d, seed %llu\n", in->name[0] ? in->name : in->arch,

@@ -22,40 +22,6 @@ static void usage(FILE *f) {
                "  --no-escape      take \\n, \\t, \\xHH ... literally\n");
 }
 
-static int hex_val(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* In place; returns the new length. Unknown escapes stay as written. */
-static size_t unescape(char *s, size_t len) {
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] != '\\' || i + 1 == len) {
-            s[o++] = s[i];
-            continue;
-        }
-        char c = s[++i];
-        switch (c) {
-        case 'n': s[o++] = '\n'; break;
-        case 'r': s[o++] = '\r'; break;
-        case 't': s[o++] = '\t'; break;
-        case '\'': case '"': case '\\': s[o++] = c; break;
-        default:
-            if (c == 'x' && i + 2 < len && hex_val(s[i + 1]) >= 0 && hex_val(s[i + 2]) >= 0) {
-                s[o++] = (char)(hex_val(s[i + 1]) * 16 + hex_val(s[i + 2]));
-                i += 2;
-            } else {
-                s[o++] = '\\';
-                s[o++] = c;
-            }
-        }
-    }
-    return o;
-}
-
 int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *file = NULL;
     int ids_only = 0, no_bos = 0, parse_special = 0, show_count = 0, escape = 1, use_stdin = 0;
@@ -100,7 +66,7 @@ int cmd_tokenize(int argc, char **argv) {
         }
         memcpy(text, prompt, len);
     }
-    if (escape) len = unescape(text, len);
+    if (escape) len = arg_unescape(text, len);
 
     nb_gguf *g = NULL;
     nb_tokenizer *t = NULL;

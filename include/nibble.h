@@ -434,6 +434,11 @@ void nb_ctx_free(nb_ctx *c);
  * (NB_ERR_RANGE, nothing changed) when the tokens would not fit in n_ctx, and token ids outside
  * the vocabulary. */
 nb_status nb_ctx_eval(nb_ctx *c, const int32_t *tokens, int n, float *logits, int all_logits);
+/* An observer sees the input activations of every weight matrix product, before it runs: the
+ * tensor's GGUF name, x as n_tok rows of n_in floats (nibble imatrix collects its statistics this
+ * way). Called on the evaluating thread; NULL removes it. */
+typedef void (*nb_observer_fn)(void *user, const char *tensor, const float *x, int64_t n_tok, int64_t n_in);
+void nb_ctx_set_observer(nb_ctx *c, nb_observer_fn fn, void *user);
 int nb_ctx_pos(const nb_ctx *c);
 int nb_ctx_n_ctx(const nb_ctx *c);
 void nb_ctx_reset(nb_ctx *c);              /* forget every position */
@@ -460,6 +465,127 @@ nb_status nb_sampler_create(const nb_sampler_params *p, int n_vocab, nb_sampler 
 void nb_sampler_free(nb_sampler *s);
 int32_t nb_sampler_sample(nb_sampler *s, const float *logits); /* logits: n_vocab floats */
 void nb_sampler_accept(nb_sampler *s, int32_t tok);             /* a token of the sequence (prompt or generated) */
+
+/* ------------------------------------------------ quality: perplexity and KL divergence */
+/* Perplexity as llama.cpp's llama-perplexity computes it: the text's tokens (tokenized with BOS)
+ * are cut into windows of n_ctx tokens; each window is evaluated from an empty cache with its first
+ * token replaced by BOS, and the tokens at positions n_ctx/2+1 .. n_ctx-1 are scored by the
+ * distribution at the position before each. PPL = exp(mean nll), error = PPL * stderr(nll).
+ * The distributions can be saved (save_path: top K log-probabilities and the mass of the rest per
+ * position, layout in src/quant/logprobs.h) and a later run compared with them (base_path):
+ * KL(base || model) per position, where the mass outside the base's top K counts as one bucket, so
+ * the value is a lower bound of the exact KL (log-sum inequality) and equal to it when K covers the
+ * vocabulary. Every statistic is summed in position order: results do not depend on thread count.
+ * Details and the statistics' formulas: docs/QUALITY.md. */
+
+/* Called after each window with the running perplexity. */
+typedef void (*nb_ppl_progress_fn)(void *user, int windows_done, int n_windows, double ppl);
+
+typedef struct nb_ppl_params {
+    int n_ctx;             /* window length, >= 4 and <= the context's n_ctx; 0: the base file's, else 512 */
+    int n_chunks;          /* windows to score; <= 0: every whole window (every window of the base file) */
+    int n_rows;            /* logit rows per evaluation: memory n_rows * n_vocab floats (default 32) */
+    int top_k;             /* probabilities kept per position in save_path (default 64, at most 1024) */
+    const char *save_path; /* write the distributions here (temporary name, renamed when complete), or NULL */
+    const char *base_path; /* compare with a saved file, or NULL; the windows are then the file's tokens */
+    nb_ppl_progress_fn progress; /* or NULL */
+    void *user;
+} nb_ppl_params;
+
+typedef struct nb_ppl_result {
+    int n_ctx, n_chunks;
+    int64_t count;                      /* scored positions: n_chunks * (n_ctx - 1 - n_ctx/2) */
+    double ppl, ppl_err;
+    int has_base;                       /* 1: the fields below were measured against base_path */
+    double ppl_base, ppl_base_err;      /* the base's perplexity on the same positions (from the file) */
+    double ln_ratio, ln_ratio_err;      /* mean ln(PPL / PPL_base) */
+    double kld, kld_err;                /* mean KL divergence, nats */
+    double kld_max, kld_p999, kld_p99, kld_p95, kld_p90, kld_median, kld_min;
+    double same_top, same_top_err;      /* fraction of positions whose most probable token is the base's */
+    double dp_mean, dp_mean_err;        /* dp = p(next token) - p_base(next token) */
+    double dp_rms, dp_rms_err, dp_max;  /* dp_max: largest |dp| */
+} nb_ppl_result;
+
+nb_ppl_params nb_ppl_default_params(void);
+/* Window and window count of a saved file (either pointer may be NULL), after checking its header
+ * and size: a context for nb_perplexity(base_path) needs n_ctx >= the window. */
+nb_status nb_ppl_base_info(const char *path, int *n_ctx, int *n_chunks);
+/* Scores tokens[0 .. n_tokens) on c (tokens NULL when base_path gives them). Uses and resets the
+ * context. Refuses a text shorter than one window, a window larger than the context, a base file
+ * of another vocabulary or window, and parameters out of range, naming the value and the limit. */
+nb_status nb_perplexity(nb_ctx *c, const int32_t *tokens, int64_t n_tokens, const nb_ppl_params *p,
+                        nb_ppl_result *out);
+
+/* -------------------------------------------------- quantize and imatrix */
+/* Model conversion (`nibble quantize`): reads a GGUF of any supported types, picks an output type
+ * per tensor from a recipe, converts row by row (a source row is dequantized to f32 and quantized
+ * again; memory stays near one row per thread, the output is staged in a scratch file beside it) and
+ * writes a GGUF through a temporary file renamed on success. Metadata is copied in order, then
+ * general.quantization_version = 2 and general.file_type (llama.cpp's ftype) are set, as
+ * llama-quantize does; tensors are written in llama.cpp's order (non-layer tensors, then by layer,
+ * by name). With the reference mode and the recipes q8_0 / q4_0 / q4_k_m the file is byte-identical
+ * to llama.cpp's quantize of the same input. Rules per recipe: src/quant/quant.h. */
+
+typedef enum nb_qmode {
+    NB_QMODE_REF = 0,   /* llama.cpp's reference quantizers, byte for byte */
+    NB_QMODE_BEST = 1,  /* per-block searches that keep a candidate only when its (importance-weighted)
+                           squared error is lower than the reference block's: same size, error <= ref */
+} nb_qmode;
+
+/* Importance statistics per weight matrix: for each input column, the mean over tokens of x^2 of
+ * the activations the matrix multiplies (llama.cpp's imatrix meaning). */
+typedef struct nb_imatrix nb_imatrix;
+
+/* What one tensor became, reported after it is converted or copied. */
+typedef struct nb_quant_report {
+    const char *name;
+    int src_type, dst_type;
+    int64_t n_elem;
+    uint64_t bytes;    /* output bytes */
+    int measured;      /* sse/sum_x2 are set (measure on and the tensor was converted) */
+    double sse;        /* sum over elements of (decoded output - source)^2, after any .scale factor */
+    double sum_x2;     /* sum of source^2 */
+} nb_quant_report;
+
+typedef struct nb_quant_params {
+    const char *recipe;   /* q8_0 q4_0 q4_k_m mxfp4 nvfp4 mxfp4_m nvfp4_m nvfp4_2l, or auto:BPW (e.g. auto:5.0) */
+    nb_qmode mode;
+    int two_level;        /* NVFP4 tensors take NVIDIA's two-level recipe and a "<name>.scale" F32 {1}
+                             tensor (the weight's name with ".scale" in place of ".weight") */
+    int pure_type;        /* >= 0: every quantizable weight takes this type (recipe rules off); -1 */
+    int embed_type;       /* >= 0: type of token_embd.weight and output.weight; -1: the recipe's */
+    const char *const *overrides; /* n_overrides "REGEX=TYPE": the first POSIX extended regex found in
+                                     a quantizable tensor's name sets its type */
+    int n_overrides;
+    const nb_imatrix *imatrix;    /* optional: weights every best-mode search and auto's measurement */
+    int n_threads;        /* pool size when pool is NULL (<= 0: one per CPU); output is identical for any */
+    nb_pool *pool;        /* optional, not owned */
+    int measure;          /* compute nb_quant_report.sse (decodes each converted tensor once more) */
+    void (*progress)(void *user, uint64_t done, uint64_t total); /* source bytes processed */
+    void (*on_tensor)(void *user, const nb_quant_report *r);
+    void *user;
+} nb_quant_params;
+
+nb_quant_params nb_quant_default_params(void);
+nb_status nb_quantize_model(const char *in_path, const char *out_path, const nb_quant_params *p);
+/* Type id for a name as ggml prints it, any case ("q4_K", "Q8_0", "f16"); -1 when unknown. */
+int nb_type_from_name(const char *name);
+
+nb_status nb_imatrix_create(nb_imatrix **out);
+void nb_imatrix_free(nb_imatrix *im);
+/* An nb_observer_fn (user = the nb_imatrix): adds x^2 of n_tok rows to the tensor's sums. An
+ * allocation failure or a width that changes is remembered and reported by nb_imatrix_status(). */
+void nb_imatrix_observe(void *im, const char *tensor, const float *x, int64_t n_tok, int64_t n_in);
+void nb_imatrix_end_chunk(nb_imatrix *im);            /* one more chunk of text evaluated */
+nb_status nb_imatrix_status(const nb_imatrix *im);    /* NB_OK, or the first failure inside observe */
+int64_t nb_imatrix_count(const nb_imatrix *im);       /* matrices with statistics */
+/* Mean x^2 per input column of a tensor (n_in values), or NULL when it has none. */
+const float *nb_imatrix_find(const nb_imatrix *im, const char *tensor, int64_t *n_in);
+/* llama.cpp's GGUF imatrix format: general.type = "imatrix", imatrix.datasets (strings),
+ * imatrix.chunk_count, imatrix.chunk_size (u32); per matrix "<name>.in_sum2" F32 {n_in, 1} (sum of
+ * x^2) and "<name>.counts" F32 {1, 1} (tokens seen), names sorted. */
+nb_status nb_imatrix_save(const nb_imatrix *im, const char *path, const char *dataset, uint32_t chunk_size);
+nb_status nb_imatrix_load(const char *path, nb_imatrix **out);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "base/threads.h"
+#include "formats/blocks.h"
 #include "kernels/kernels.h"
 #include "nibble.h"
 #include "test.h"
@@ -189,6 +190,95 @@ TEST(thread_count_invariance) {
     }
 }
 
+/* Activation rows that stress the quantizers: random, exact ties of x*id at k+0.5 (amax 127 and
+ * 254 make id 1 and 0.5), equal magnitudes of both signs (Q8_K takes the first), zero blocks,
+ * denormals (127/amax overflows), values whose d overflows fp16. n is a multiple of 256. */
+static void act_row(float *x, int64_t n, int kind) {
+    for (int64_t i = 0; i < n; i++) x[i] = frand();
+    for (int64_t b = 0; b < n; b += 32) {
+        float *v = x + b;
+        switch ((kind + b / 32) % 7) {
+        case 0: break;
+        case 1: /* id = 1: v = k + 0.5 are ties */
+            for (int j = 0; j < 32; j++) v[j] = (float)((j * 37) % 255 - 127) + 0.5f;
+            v[3] = 127;
+            break;
+        case 2: /* id = 0.5: odd integers are ties */
+            for (int j = 0; j < 32; j++) v[j] = (float)(2 * ((j * 11) % 127) - 125);
+            v[7] = -254;
+            break;
+        case 3: memset(v, 0, 32 * sizeof *v); break;
+        case 4: /* both signs at the block maximum, the negative one first */
+            v[2] = -3.5f, v[20] = 3.5f;
+            break;
+        case 5:
+            for (int j = 0; j < 32; j++) v[j] = (float)(j - 16) * 1e-40f;
+            break;
+        case 6: v[1] = 1e20f; break;
+        }
+    }
+}
+
+/* The Q8_0 activation rule written out directly (kernels.h), with explicit tie cases. */
+TEST(act_q8_0_reference_rule) {
+    float x[256];
+    nb_block_q8_0 q[8];
+    for (int kind = 0; kind < 7; kind++) {
+        act_row(x, 256, kind);
+        nb_act_q8_0_ref(x, q, 256);
+        for (int b = 0; b < 8; b++) {
+            const float *v = x + 32 * b;
+            float amax = 0;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(v[j]));
+            float id = amax != 0 ? 127.f / amax : 0;
+            CHECK(q[b].d == nb_fp32_to_fp16(amax / 127.f), "kind %d block %d d", kind, b);
+            for (int j = 0; j < 32; j++) {
+                float r = nearbyintf(v[j] * id);
+                int want = isfinite(r) ? (int)r : -128;
+                CHECK(q[b].qs[j] == want, "kind %d block %d x %.9g: code %d, want %d", kind, b, v[j], q[b].qs[j], want);
+            }
+        }
+    }
+    /* ties go to even, away from the file rule's half-away-from-zero */
+    float t[32] = {127, 0.5f, 1.5f, 2.5f, -2.5f, -0.5f, 126.5f, -3.5f};
+    nb_act_q8_0_ref(t, q, 32);
+    static const int8_t want[8] = {127, 0, 2, 2, -2, 0, 126, -4};
+    CHECK(memcmp(q[0].qs, want, 8) == 0, "ties: %d %d %d %d %d %d %d %d", q[0].qs[0], q[0].qs[1], q[0].qs[2], q[0].qs[3],
+          q[0].qs[4], q[0].qs[5], q[0].qs[6], q[0].qs[7]);
+    nb_q8_0_quantize_ref(t, q, 32);
+    CHECK(q[0].qs[3] == 3, "the file quantizer rounds 2.5 away from zero: %d", q[0].qs[3]);
+}
+
+/* Every ISA's activation quantizers give the reference's bytes (Q8_0: the rule above; Q8_K:
+ * nb_q8_k_quantize_ref; Q8_0X: Q8_0 plus derived values). */
+TEST(act_quantizers_match_reference) {
+    const int64_t n = 2560;
+    float *x = malloc(sizeof(float) * n);
+    uint8_t *a = malloc(nb_act_row_bytes(NB_ACT_Q8_0X, n)), *b = malloc(nb_act_row_bytes(NB_ACT_Q8_0X, n));
+    for (nb_isa isa = NB_ISA_AVX2; isa <= nb_isa_best(); isa++) {
+        for (int kind = 0; kind < 40; kind++) {
+            act_row(x, n, kind);
+            if (kind >= 20) /* Q8_K blocks that are all ties, all tiny, or hold +-2 as the maximum (first wins) */
+                for (int64_t i = 0; i < n; i++) {
+                    int k3 = kind % 3, j = (int)(i % 256);
+                    x[i] = k3 == 0 ? (float)(i % 255) - 127.5f : k3 == 1 ? (float)(i % 9) * 1e-39f : (float)((i * 7) % 13 - 6) * 0.1f;
+                    if (k3 == 2 && (j == (kind * 8) % 200 || j == (kind * 8) % 200 + 3))
+                        x[i] = (j == (kind * 8) % 200) == (kind % 2) ? 2.0f : -2.0f;
+                }
+            for (int at = 0; at < 3; at++) {
+                int type = at == 0 ? NB_TYPE_Q8_0 : at == 1 ? NB_TYPE_Q8_K : NB_ACT_Q8_0X;
+                size_t bytes = nb_act_row_bytes(type, n);
+                memset(a, 0xAA, bytes), memset(b, 0x55, bytes);
+                nb_quantize_act(NB_ISA_REF, type, x, a, n);
+                nb_quantize_act(isa, type, x, b, n);
+                CHECK(memcmp(a, b, bytes) == 0, "%s %s activations differ from the reference (kind %d)",
+                      nb_act_get(isa)->name, at == 2 ? "q8_0x" : nb_type_name(type), kind);
+            }
+        }
+    }
+    free(x), free(a), free(b);
+}
+
 static void count_rows(void *ctx, int64_t b, int64_t e) {
     int *hits = ctx;
     for (int64_t i = b; i < e; i++) hits[i]++;
@@ -231,6 +321,8 @@ TEST(kernel_names) {
 }
 
 int main(void) {
+    RUN(act_q8_0_reference_rule);
+    RUN(act_quantizers_match_reference);
     RUN(avx2_matches_reference);
     RUN(avx512_matches_reference);
     RUN(reference_matches_double);

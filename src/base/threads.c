@@ -4,6 +4,13 @@
  * Workers wait for a new job generation: first by spinning briefly (a decode step issues many
  * small matmuls back to back, and a condition-variable wake costs tens of microseconds), then on
  * a condition variable so that an idle pool costs nothing.
+ *
+ * The N chunks of a job are claimed, not assigned: every thread, the caller included, takes the
+ * next unclaimed chunk from an atomic counter until none is left, and the caller returns when all
+ * N are done. On a loaded machine a worker that is not scheduled then costs at most the chunk it
+ * holds (a fixed chunk-per-thread split made every job wait a full scheduler slice for it: two
+ * threads decoded 3x slower than one on a busy 2-core box). Chunk boundaries still depend only
+ * on (items, grain, N), and a chunk computes the same bits on any thread.
  */
 #include "base/threads.h"
 
@@ -24,7 +31,8 @@ struct nb_pool {
     pthread_mutex_t m;        /* guards the sleeping paths below */
     pthread_cond_t cv_work, cv_done;
     atomic_uint_fast64_t gen; /* bumped once per job */
-    atomic_int pending;       /* workers still running the current job */
+    atomic_int next;          /* next chunk of the current job to claim (>= n: none left) */
+    atomic_int done;          /* chunks of the current job finished */
     atomic_int stop;
     nb_pool_fn fn;            /* the current job; written before gen is bumped */
     void *ctx;
@@ -32,11 +40,6 @@ struct nb_pool {
     void *scratch;
     size_t scratch_bytes;
 };
-
-typedef struct {
-    nb_pool *p;
-    int index;
-} worker_arg;
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -52,16 +55,22 @@ static void chunk(int64_t items, int64_t grain, int n, int i, int64_t *b, int64_
     *e = ue * grain < items ? ue * grain : items;
 }
 
-static void run_chunk(nb_pool *p, int i) {
-    int64_t b, e;
-    chunk(p->items, p->grain, p->n, i, &b, &e);
-    if (b < e) p->fn(p->ctx, b, e);
+/* Runs chunks until none is left to claim; returns 1 if this thread finished the job's last one.
+ * The claim (acquire) pairs with the caller's release of `next`, so fn/ctx/items are this job's. */
+static int run_chunks(nb_pool *p) {
+    int last = 0;
+    for (;;) {
+        int i = atomic_fetch_add_explicit(&p->next, 1, memory_order_acq_rel);
+        if (i >= p->n) return last;
+        int64_t b, e;
+        chunk(p->items, p->grain, p->n, i, &b, &e);
+        if (b < e) p->fn(p->ctx, b, e);
+        last = atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel) + 1 == p->n;
+    }
 }
 
 static void *worker_main(void *arg) {
-    worker_arg wa = *(worker_arg *)arg;
-    free(arg);
-    nb_pool *p = wa.p;
+    nb_pool *p = arg;
     uint_fast64_t seen = 0;
     for (;;) {
         int spins = 0;
@@ -77,8 +86,7 @@ static void *worker_main(void *arg) {
         }
         if (atomic_load(&p->stop)) return NULL;
         seen = atomic_load_explicit(&p->gen, memory_order_acquire);
-        run_chunk(p, wa.index);
-        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+        if (run_chunks(p)) {
             pthread_mutex_lock(&p->m);
             pthread_cond_signal(&p->cv_done);
             pthread_mutex_unlock(&p->m);
@@ -117,10 +125,7 @@ nb_status nb_pool_create(int n_threads, nb_pool **out) {
             return nb_fail(NB_ERR_NOMEM, "nb_pool_create: %d thread handles", n_threads - 1);
         }
         for (int i = 1; i < n_threads; i++) {
-            worker_arg *wa = malloc(sizeof *wa);
-            if (wa) *wa = (worker_arg){p, i};
-            if (!wa || pthread_create(&p->workers[i - 1], NULL, worker_main, wa) != 0) {
-                free(wa);
+            if (pthread_create(&p->workers[i - 1], NULL, worker_main, p) != 0) {
                 stop_workers(p, i - 1);
                 p->n = 1; /* the workers are gone; destroy must not join them again */
                 nb_pool_destroy(p);
@@ -153,24 +158,27 @@ void nb_pool_for_locked(nb_pool *p, int64_t n, int64_t grain, nb_pool_fn fn, voi
         fn(ctx, 0, n);
         return;
     }
+    /* the previous job is complete (done == n), so no thread holds a chunk of it; a late worker
+     * that still claims from the old counter gets an index >= n and runs nothing */
     p->fn = fn;
     p->ctx = ctx;
     p->items = n;
     p->grain = grain;
-    atomic_store(&p->pending, p->n - 1);
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->next, 0, memory_order_release);
     pthread_mutex_lock(&p->m);
     atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
     pthread_cond_broadcast(&p->cv_work);
     pthread_mutex_unlock(&p->m);
-    run_chunk(p, 0);
+    run_chunks(p);
     int spins = 0;
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) != 0 && spins < NB_POOL_SPIN) {
+    while (atomic_load_explicit(&p->done, memory_order_acquire) != p->n && spins < NB_POOL_SPIN) {
         cpu_relax();
         spins++;
     }
-    if (atomic_load_explicit(&p->pending, memory_order_acquire) != 0) {
+    if (atomic_load_explicit(&p->done, memory_order_acquire) != p->n) {
         pthread_mutex_lock(&p->m);
-        while (atomic_load(&p->pending) != 0) pthread_cond_wait(&p->cv_done, &p->m);
+        while (atomic_load(&p->done) != p->n) pthread_cond_wait(&p->cv_done, &p->m);
         pthread_mutex_unlock(&p->m);
     }
 }

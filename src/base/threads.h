@@ -3,9 +3,9 @@
  *
  * Contract: a pool of N threads is the caller plus N-1 persistent workers. nb_pool_for() splits
  * [0, n) into N contiguous chunks whose boundaries are multiples of `grain` (the last chunk takes
- * the rest) and runs fn on each, chunk i on thread i, returning when all are done. The split
- * depends only on (n, grain, N), so work that computes each index independently gives identical
- * results for any thread count. One job runs at a time: concurrent callers are serialized.
+ * the rest) and runs fn on each, each chunk on whichever thread claims it first (threads.c),
+ * returning when all are done. The split depends only on (n, grain, N), so work that computes
+ * each index independently gives identical results for any thread count. One job runs at a time: concurrent callers are serialized.
  *
  * Internal extras: a per-pool scratch buffer that grows but never shrinks, so that hot paths
  * (activation quantization in nb_matmul) do not allocate per call once warm.

@@ -25,6 +25,7 @@
 #include "base/error.h"
 #include "formats/blocks.h"
 #include "formats/codes.h"
+#include "formats/fp4.h"
 #include "formats/types.h"
 
 /* Index of the code whose value (doubled E2M1 times the halved scale d) is nearest to x; a tie
@@ -155,6 +156,12 @@ nb_status nb_quantize_nvfp4_2level(const float *x, void *dst, int64_t n, float *
         if (amax < fabsf(x[i])) amax = fabsf(x[i]);
     float S = amax > 0.0f ? 448.0f * 6.0f / amax : 1.0f;
     if (S > FLT_MAX) S = FLT_MAX;
+    nb_nvfp4_2level_encode(x, dst, n, S);
+    *tensor_scale = 1.0f / S;
+    return NB_OK;
+}
+
+void nb_nvfp4_2level_encode(const float *x, void *dst, int64_t n, float S) {
     nb_block_nvfp4 *b = dst;
     for (int64_t i = 0; i < n / NB_QK_NVFP4; i++) {
         for (int sb = 0; sb < NB_QK_NVFP4 / NB_QK_NVFP4_SUB; sb++) {
@@ -169,6 +176,4 @@ nb_status nb_quantize_nvfp4_2level(const float *x, void *dst, int64_t n, float *
             }
         }
     }
-    *tensor_scale = 1.0f / S;
-    return NB_OK;
 }

@@ -23,6 +23,7 @@
 
 #include "formats/blocks.h"
 #include "formats/codes.h"
+#include "formats/q_k.h"
 #include "nibble.h"
 
 /* Below this magnitude llama.cpp treats a group as all zero (its GROUP_MAX_EPS). */
@@ -159,21 +160,26 @@ static float fit_scale_symmetric(int n, int nmax, const float *x, int8_t *L) {
 }
 
 /*
- * Shared body of Q4_K and Q5_K: fit each 32-element sub-block (weights sqrt(mean x^2) + |x|),
+ * Shared body of Q4_K and Q5_K: fit each 32-element sub-block (weights sqrt(mean x^2) + |x|, or the
+ * caller's wts[256] when given),
  * quantize the eight scales and eight offsets to 6 bits against their maxima (d = max/63), pack them
  * into the 12 bytes, then recompute every code against the fp16-rounded d*sc and dmin*m that a
  * decoder will see. Codes of a sub-block whose scale rounds to 0 keep their fitted values.
  */
-static void k_scales_and_codes(const float *x, int nmax, float rmin, float rdelta, int nstep, uint16_t *d_out,
-                               uint16_t *dmin_out, uint8_t *packed, uint8_t *L) {
+static void k_scales_and_codes(const float *x, const float *wts, int nmax, float rmin, float rdelta, int nstep,
+                               uint16_t *d_out, uint16_t *dmin_out, uint8_t *packed, uint8_t *L) {
     float scales[8], mins[8], w[32];
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < 8; j++) {
         const float *xs = x + 32 * j;
-        float sum_x2 = 0;
-        for (int l = 0; l < 32; l++) sum_x2 += xs[l] * xs[l];
-        float av_x = sqrtf(sum_x2 / 32);
-        for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(xs[l]);
+        if (wts) {
+            memcpy(w, wts + 32 * j, sizeof w);
+        } else {
+            float sum_x2 = 0;
+            for (int l = 0; l < 32; l++) sum_x2 += xs[l] * xs[l];
+            float av_x = sqrtf(sum_x2 / 32);
+            for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(xs[l]);
+        }
         scales[j] = fit_scale_min(32, nmax, xs, w, L + 32 * j, &mins[j], rmin, rdelta, nstep);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
@@ -207,15 +213,17 @@ static void k_scales_and_codes(const float *x, int nmax, float rmin, float rdelt
     }
 }
 
+void nb_q4_k_quantize_block_w(const float *x, const float *w, void *block, float rmin, float rdelta, int nstep) {
+    nb_block_q4_k *b = block;
+    uint8_t L[NB_QK_K];
+    k_scales_and_codes(x, w, 15, rmin, rdelta, nstep, &b->d, &b->dmin, b->scales, L);
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) b->qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+}
+
 void nb_q4_k_quantize_ref(const float *x, void *y, int64_t k) {
     nb_block_q4_k *b = y;
-    uint8_t L[NB_QK_K];
-    for (int64_t i = 0; i < k / NB_QK_K; i++, x += NB_QK_K) {
-        k_scales_and_codes(x, 15, -1.0f, 0.1f, 20, &b[i].d, &b[i].dmin, b[i].scales, L);
-        for (int c = 0; c < 4; c++)
-            for (int l = 0; l < 32; l++)
-                b[i].qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
-    }
+    for (int64_t i = 0; i < k / NB_QK_K; i++, x += NB_QK_K) nb_q4_k_quantize_block_w(x, NULL, &b[i], -1.0f, 0.1f, 20);
 }
 
 void nb_q4_k_dequantize(const void *x, float *y, int64_t k) {
@@ -239,7 +247,7 @@ void nb_q5_k_quantize_ref(const float *x, void *y, int64_t k) {
     nb_block_q5_k *b = y;
     uint8_t L[NB_QK_K];
     for (int64_t i = 0; i < k / NB_QK_K; i++, x += NB_QK_K) {
-        k_scales_and_codes(x, 31, -0.5f, 0.1f, 15, &b[i].d, &b[i].dmin, b[i].scales, L);
+        k_scales_and_codes(x, NULL, 31, -0.5f, 0.1f, 15, &b[i].d, &b[i].dmin, b[i].scales, L);
         memset(b[i].qh, 0, sizeof b[i].qh);
         for (int c = 0; c < 4; c++) {
             for (int l = 0; l < 32; l++) {

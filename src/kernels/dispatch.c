@@ -55,6 +55,11 @@ const nb_kernel *nb_kernel_get(nb_isa isa, int wtype) {
     return merged[isa][wtype].mm ? &merged[isa][wtype] : NULL;
 }
 
+const nb_act_set *nb_act_get(nb_isa isa) {
+    if (isa > nb_isa_best()) isa = nb_isa_best();
+    return isa >= NB_ISA_AVX2 ? &nb_act_avx2 : &nb_act_ref;
+}
+
 const char *nb_matmul_kernel_name(int wtype, nb_route route) {
     const nb_kernel *k = nb_kernel_get(nb_isa_active(), wtype);
     if (!k) {

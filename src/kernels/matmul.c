@@ -2,7 +2,8 @@
  * matmul.c: nb_matmul, the runtime's entry to the kernels (contract in nibble.h).
  *
  * Steps: check the shapes against the type; quantize the activation rows once into the pool's
- * scratch (Q8_0 or Q8_K, by the weight type's pairing); split the output rows over the pool's
+ * scratch (Q8_0, Q8_K or the AVX-512 kernels' Q8_0X, by the kernel's act_type; kernels.h gives
+ * the llama.cpp rules); split the output rows over the pool's
  * threads; each thread walks its rows in panels small enough to stay in L2 and hands each panel
  * with all tokens to the ISA's tile kernel, which reuses every decoded weight block across
  * several tokens in registers (GEMM) or shares activation loads across rows (GEMV).
@@ -22,17 +23,23 @@ size_t nb_act_row_bytes(int act_type, int64_t n) {
     switch (act_type) {
     case NB_TYPE_Q8_0: return (size_t)(n / NB_QK8_0) * sizeof(nb_block_q8_0);
     case NB_TYPE_Q8_K: return (size_t)(n / NB_QK_K) * sizeof(nb_block_q8_k);
+    case NB_ACT_Q8_0X: return (size_t)(n / NB_QK8_0) * sizeof(nb_block_q8_0x);
     default: return (size_t)n * sizeof(float);
     }
 }
 
-void nb_quantize_act(int act_type, const float *x, void *dst, int64_t n) {
-    if (act_type == NB_TYPE_Q8_K) nb_q8_k_quantize_ref(x, dst, n);
-    else nb_q8_0_quantize_ref(x, dst, n);
+static nb_act_fn act_fn(const nb_act_set *q, int act_type) {
+    return act_type == NB_TYPE_Q8_K ? q->q8_k : act_type == NB_ACT_Q8_0X ? q->q8_0x : q->q8_0;
+}
+
+void nb_quantize_act(nb_isa isa, int act_type, const float *x, void *dst, int64_t n) {
+    const nb_act_set *q = nb_act_get(isa);
+    act_fn(q, act_type)(x, dst, n);
 }
 
 typedef struct {
     const nb_kernel *k;
+    const nb_act_set *aq_set;
     nb_mm_fn mm;
     int act_type;
     int64_t n_in, n_out, n_tok;
@@ -48,7 +55,8 @@ typedef struct {
 
 static void quantize_rows(void *ctx, int64_t b, int64_t e) {
     job *j = ctx;
-    for (int64_t t = b; t < e; t++) nb_quantize_act(j->act_type, j->x + t * j->n_in, j->aq + (size_t)t * j->a_row, j->n_in);
+    nb_act_fn q = act_fn(j->aq_set, j->act_type);
+    for (int64_t t = b; t < e; t++) q(j->x + t * j->n_in, j->aq + (size_t)t * j->a_row, j->n_in);
 }
 
 static void run_rows(void *ctx, int64_t b, int64_t e) {
@@ -81,7 +89,7 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, int
         return nb_fail(NB_ERR_OVERFLOW, "nb_matmul: %lld x %lld x %lld overflows", (long long)n_out, (long long)n_in,
                        (long long)n_tok);
 
-    job j = {.k = k, .n_in = n_in, .n_out = n_out, .n_tok = n_tok, .x = x, .w = w, .w_row = (size_t)w_row, .y = y};
+    job j = {.k = k, .aq_set = nb_act_get(isa), .n_in = n_in, .n_out = n_out, .n_tok = n_tok, .x = x, .w = w, .w_row = (size_t)w_row, .y = y};
     j.act_type = route == NB_ROUTE_F32 ? NB_TYPE_F32 : k->act_type;
     j.mm = route == NB_ROUTE_F32 ? k->mm_f32 : k->mm;
     j.panel = (int64_t)(NB_PANEL_BYTES / j.w_row);

@@ -118,6 +118,11 @@ void nb_ctx_free(nb_ctx *c) {
     free(c);
 }
 
+void nb_ctx_set_observer(nb_ctx *c, nb_observer_fn fn, void *user) {
+    c->observer = fn;
+    c->observer_user = user;
+}
+
 int nb_ctx_pos(const nb_ctx *c) { return c->pos; }
 int nb_ctx_n_ctx(const nb_ctx *c) { return c->n_ctx; }
 void nb_ctx_reset(nb_ctx *c) { c->pos = 0; }
@@ -232,7 +237,11 @@ static void norm_rows(float *dst, const float *src, const float *w, int n, int d
 }
 
 static nb_status mm(nb_ctx *c, const nb_weight *w, const float *x, int n, float *y) {
-    return nb_matmul(c->pool, w->type, w->data, w->n_out, w->n_in, x, n, y);
+    if (c->observer) c->observer(c->observer_user, w->name, x, n, w->n_in);
+    nb_status s = nb_matmul(c->pool, w->type, w->data, w->n_out, w->n_in, x, n, y);
+    if (!s && w->scale != 1.0f)
+        for (size_t i = 0; i < (size_t)n * (size_t)w->n_out; i++) y[i] *= w->scale;
+    return s;
 }
 
 typedef struct gelu_job {
@@ -298,7 +307,7 @@ static nb_status batch_forward(nb_ctx *c, const int32_t *tok, int n, float *logi
         if ((s = nb_row_bytes(emb->type, E, &row))) return s;
         float *x = c->x + (size_t)t * E;
         if ((s = nb_dequantize(emb->type, (const uint8_t *)emb->data + row * (size_t)tok[t], x, E))) return s;
-        for (int i = 0; i < E; i++) x[i] *= scale;
+        for (int i = 0; i < E; i++) x[i] = x[i] * emb->scale * scale;
     }
     for (int il = 0; il < in->n_layer; il++)
         if ((s = layer_forward(c, il, n, c->pos))) return s;

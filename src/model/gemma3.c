@@ -44,6 +44,23 @@ static nb_status get_arch_f32_opt(const nb_gguf *g, const char *arch, const char
     return NB_OK;
 }
 
+/* The optional per-tensor factor of an NVFP4 two-level weight: an F32 tensor of one element named
+ * like the weight with ".scale" in place of ".weight"; the matmul output is multiplied by it. */
+static nb_status bind_scale(const nb_model *m, const char *name, nb_weight *w) {
+    w->scale = 1.0f;
+    size_t n = strlen(name);
+    if (n < 7 || strcmp(name + n - 7, ".weight")) return NB_OK;
+    char sname[96];
+    snprintf(sname, sizeof sname, "%.*s.scale", (int)(n - 7), name);
+    const nb_gguf_tensor *t = nb_gguf_find_tensor(m->gguf, sname);
+    if (!t) return NB_OK;
+    if (t->type != NB_TYPE_F32 || t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3] != 1)
+        return nb_fail(NB_ERR_FORMAT, "model: tensor '%s' must be one f32 value", sname);
+    memcpy(&w->scale, t->data, sizeof(float));
+    if (!isfinite(w->scale)) return nb_fail(NB_ERR_FORMAT, "model: tensor '%s' is not finite", sname);
+    return NB_OK;
+}
+
 /* Finds tensor `name`, checks it is supported and has shape (ne0, ne1) (ne1 = 1: a vector). */
 static nb_status bind(const nb_model *m, const char *name, int64_t ne0, int64_t ne1, nb_weight *w) {
     const nb_gguf_tensor *t = nb_gguf_find_tensor(m->gguf, name);
@@ -55,11 +72,12 @@ static nb_status bind(const nb_model *m, const char *name, int64_t ne0, int64_t 
     if (!t->supported || !nb_matmul_kernel_name(t->type, NB_ROUTE_QUANT))
         return nb_fail(NB_ERR_UNSUPPORTED, "model: tensor '%s' has type %s, which nibble cannot run", name,
                        nb_type_name(t->type));
+    w->name = t->name;
     w->type = t->type;
     w->data = t->data;
     w->n_in = ne0;
     w->n_out = ne1;
-    return NB_OK;
+    return bind_scale(m, name, w);
 }
 
 static nb_status bind_norm(const nb_model *m, const char *name, int64_t n, const float **out) {

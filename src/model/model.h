@@ -13,10 +13,12 @@
 #define NB_MAX_LAYERS 256
 
 typedef struct nb_weight {
+    const char *name;  /* GGUF tensor name */
     int type;          /* GGUF type id */
     const void *data;  /* into the mapping */
     int64_t n_in;      /* ne[0]: row length */
     int64_t n_out;     /* ne[1]: rows (1 for vectors) */
+    float scale;       /* per-tensor output factor (NVFP4 two-level ".scale" tensor), else 1 */
 } nb_weight;
 
 typedef struct nb_layer {
@@ -59,6 +61,8 @@ struct nb_ctx {
     /* activation arena, (n_batch, width) each */
     float *x, *h, *q, *k, *v, *att, *o, *g, *u;
     float *scores;               /* (n_threads, ATT_SCRATCH): scores, a V row, rounded queries */
+    nb_observer_fn observer;     /* optional: sees every matmul input */
+    void *observer_user;
     size_t arena_bytes;          /* KV cache plus arena, allocated once */
 };
 

@@ -10,11 +10,27 @@
  * Q6_K: codes 0..63 (six bits, unsigned), so q*a - 32*a is formed in int16 with two vpmaddubsw
  * (pair sums <= 2*63*127 and 2*32*127) before vpmaddwd with the int8 scales of each 16 elements.
  */
+#include <string.h>
+
 #include "formats/blocks.h"
 #include "kernels/x86/avx2/avx2.h"
 
 #define RMAX 4
 #define TMAX 2
+
+/* The 8 six-bit scales and mins of a Q4_K block (layout: nb_k_scale_min) as bytes 0..7, from
+ * three little-endian words: A = bytes 0-3, B = 4-7, C = 8-11; scales 0-3 = A & 63, mins 0-3 =
+ * B & 63, scales 4-7 = low nibbles of C | top two bits of A << 4, mins 4-7 = high nibbles of C |
+ * top two bits of B << 4. */
+static inline void k_scales(const uint8_t *q, __m128i *sc, __m128i *m) {
+    uint32_t w[3];
+    memcpy(w, q, 12);
+    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    uint64_t s = (uint64_t)(w[0] & m6) | (uint64_t)((w[2] & m4) | ((w[0] >> 6) & m2) << 4) << 32;
+    uint64_t n = (uint64_t)(w[1] & m6) | (uint64_t)(((w[2] >> 4) & m4) | ((w[1] >> 6) & m2) << 4) << 32;
+    *sc = _mm_cvtsi64_si128((long long)s);
+    *m = _mm_cvtsi64_si128((long long)n);
+}
 
 static inline __attribute__((always_inline)) void tile_q4_k(int R, int T, int64_t nb, const uint8_t *w, size_t ws,
                                                             const uint8_t *a, size_t as, float *y, size_t ldy) {
@@ -32,9 +48,13 @@ static inline __attribute__((always_inline)) void tile_q4_k(int R, int T, int64_
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             const nb_block_q4_k *b = (const nb_block_q4_k *)(w + (size_t)r * ws) + i;
-            uint8_t sc[8], m[8];
-            #pragma GCC unroll 8
-            for (int j = 0; j < 8; j++) nb_k_scale_min(j, b->scales, &sc[j], &m[j]);
+            _mm_prefetch((const char *)b + NB_PREFETCH_BYTES, _MM_HINT_T0);
+            _mm_prefetch((const char *)b + NB_PREFETCH_BYTES + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)b + NB_PREFETCH_BYTES + 128, _MM_HINT_T0);
+            __m128i sc8, m8;
+            k_scales(b->scales, &sc8, &m8);
+            /* scale j as int16 in every word of both halves: one byte shuffle per j */
+            const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
             __m256i isum[TMAX];
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
@@ -42,7 +62,8 @@ static inline __attribute__((always_inline)) void tile_q4_k(int R, int T, int64_
             for (int c = 0; c < 4; c++) {
                 __m256i qv = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
                 __m256i lo = _mm256_and_si256(qv, m4), hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
-                __m256i sl = _mm256_set1_epi16(sc[2 * c]), sh = _mm256_set1_epi16(sc[2 * c + 1]);
+                __m256i sl = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c))));
+                __m256i sh = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
                 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
                     __m256i al = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 64 * c));
@@ -53,12 +74,13 @@ static inline __attribute__((always_inline)) void tile_q4_k(int R, int T, int64_
                 }
             }
             float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
+            const __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m0 m0 m1 m1 ... */
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
-                const int16_t *bs = ab[t]->bsums;
-                int msum = 0;
-                #pragma GCC unroll 8
-                for (int j = 0; j < 8; j++) msum += m[j] * (bs[2 * j] + bs[2 * j + 1]);
+                __m256i ms = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), mdup);
+                __m128i h = _mm_add_epi32(_mm256_castsi256_si128(ms), _mm256_extracti128_si256(ms, 1));
+                h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
+                int msum = _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 1)));
                 acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab[t]->d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
                 macc[r][t] = __builtin_fmaf(dmin * ab[t]->d, (float)msum, macc[r][t]);
             }
@@ -85,6 +107,7 @@ static inline __attribute__((always_inline)) void tile_q6_k(int R, int T, int64_
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             const nb_block_q6_k *b = (const nb_block_q6_k *)(w + (size_t)r * ws) + i;
+            for (int l = 0; l < 4; l++) _mm_prefetch((const char *)b + NB_PREFETCH_BYTES + 64 * l, _MM_HINT_T0);
             __m256i isum[TMAX];
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();

@@ -3,7 +3,8 @@
  * activations), written once and compiled per ISA. The including file defines
  *   static inline __m256i unit_dot(__m256i wabs, __m256i asigned)
  * returning, in int32 lane k, the exact sum of the 4 byte products 4k..4k+3 (vpmaddubsw +
- * vpmaddwd on AVX2, vpdpbusd on AVX-512 VNNI), and then instantiates KERNEL(type, isa).
+ * vpmaddwd on AVX2), and then instantiates KERNEL(type, isa). (The AVX-512 set has its own
+ * two-rows-per-register kernels: x86/avx512/units_avx512.c.)
  *
  * Every type is read as 32-element units (a block; NVFP4: half a block) decoded in registers to
  * 32 signed bytes in element order plus 8 lane scales. The product uses the sign trick:
@@ -84,10 +85,13 @@ static inline unit dec_nvfp4(const uint8_t *row, int64_t u) {
 
 typedef unit (*dec_fn)(const uint8_t *row, int64_t u);
 
+/* Weight bytes per unit and row (NVFP4: half a block), for the prefetch. */
+enum { q4_0_unit_bytes = 18, q5_0_unit_bytes = 22, q8_0_unit_bytes = 34, mxfp4_unit_bytes = 17, nvfp4_unit_bytes = 18 };
+
 #define RMAX 4
 #define TMAX 3
 
-static inline __attribute__((always_inline)) void tile(dec_fn dec, int R, int T, int64_t nu, const uint8_t *w,
+static inline __attribute__((always_inline)) void tile(dec_fn dec, int ub, int R, int T, int64_t nu, const uint8_t *w,
                                                        size_t ws, const uint8_t *a, size_t as, float *y, size_t ldy) {
     __m256 acc[RMAX][TMAX];
     #pragma GCC unroll 8
@@ -105,6 +109,7 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int R, int T,
         }
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
+            _mm_prefetch((const char *)w + (size_t)r * ws + u * ub + NB_PREFETCH_BYTES, _MM_HINT_T0);
             unit wv = dec(w + (size_t)r * ws, u);
             __m256i wa = _mm256_abs_epi8(wv.q);
             #pragma GCC unroll 8
@@ -139,7 +144,7 @@ static void mm_units(const tile_fn tiles[RMAX][TMAX], int64_t n, const void *w, 
 #define TILE(ty, R, T)                                                                                   \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, const uint8_t *a, size_t as, \
                                        float *y, size_t ldy) {                                            \
-        tile(dec_##ty, R, T, nu, w, ws, a, as, y, ldy);                                                   \
+        tile(dec_##ty, ty##_unit_bytes, R, T, nu, w, ws, a, as, y, ldy);                                                   \
     }
 #define TILES_R(ty, R) TILE(ty, R, 1) TILE(ty, R, 2) TILE(ty, R, 3)
 #define KERNEL(ty, isa)                                                                                       \

@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""The quality grid (`make grid`): every quantization recipe of the default model, measured the same way.
+
+From the base file (Gemma 3 270M Q4_K_M, scripts/fetch-model.sh) it builds each variant with
+`nibble quantize`, then measures, at windows of 512 and 2048 tokens on The Jargon File
+(scripts/fetch-text.sh):
+  - perplexity (`nibble perplexity`), and KL divergence to the base's saved distributions (--kld):
+    mean, 99th percentile, same-top-token rate;
+  - prefill and decode tokens/s (`nibble run`, a fixed 256-token prompt, 64 greedy tokens);
+  - file MiB, bits per weight (`nibble inspect --json`), peak resident memory of the perplexity run.
+It rewrites the part of docs/QUALITY.md between the grid markers and keeps the raw numbers in
+models/grid/results.json. Variant files and the base's distributions are reused when present
+(--fresh rebuilds them). Standard library only.
+
+Usage: python3 bench/grid.py [--chunks-512 N] [--chunks-2048 N] [-t N] [--only NAME,...] [--fresh]
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GRID = os.path.join(ROOT, "models", "grid")
+DOC = os.path.join(ROOT, "docs", "QUALITY.md")
+BEGIN, END = "<!-- grid:begin (bench/grid.py writes this part) -->", "<!-- grid:end -->"
+
+# name, quantize arguments after RECIPE-position (None: the base file itself), what it is
+VARIANTS = [
+    ("base", None, "the downloaded Q4_K_M file (llama.cpp's mix: Q8_0 embeddings, Q5_0/Q4_K/Q6_K layers)"),
+    ("q8_0", ["q8_0"], "every weight Q8_0"),
+    ("q4_k_m", ["q4_k_m"], "llama.cpp's Q4_K_M rules, requantized from the base"),
+    ("mxfp4-ref", ["mxfp4", "--mode", "ref"], "every weight MXFP4, llama.cpp's reference rounding"),
+    ("mxfp4-best", ["mxfp4", "--mode", "best"], "every weight MXFP4, error-lowering search"),
+    ("nvfp4-ref", ["nvfp4", "--mode", "ref"], "every weight NVFP4, reference rounding"),
+    ("nvfp4-best", ["nvfp4", "--mode", "best"], "every weight NVFP4, error-lowering search"),
+    ("nvfp4-2l", ["nvfp4_2l"], "every weight two-level NVFP4 (per-tensor .scale)"),
+    ("mxfp4_m", ["mxfp4_m"], "MXFP4 with sensitive tensors at Q6_K"),
+    ("nvfp4_m", ["nvfp4_m"], "NVFP4 with sensitive tensors at Q6_K"),
+    ("auto-base", ["auto:{base_bpw}"], "auto recipe at the base's bits per weight"),
+    ("auto-4.5", ["auto:4.5"], "auto recipe at 4.5 bits per weight"),
+]
+
+
+def cpu_name():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
+
+def sh(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, **kw)
+
+
+def fetch(script):
+    r = sh(["bash", os.path.join(ROOT, "scripts", script)], check=True)
+    return os.path.join(ROOT, r.stdout.strip().splitlines()[-1])
+
+
+def bits_per_weight(nibble, path):
+    r = sh([nibble, "inspect", "--json", path], check=True)
+    return json.loads(r.stdout)["total"]["bits_per_weight"]
+
+
+def perplexity(nibble, model, args, threads):
+    r = sh([nibble, "perplexity", "-m", model, "-t", str(threads), "--json"] + args)
+    if r.returncode != 0:
+        raise RuntimeError("perplexity failed: " + r.stderr[-1500:])
+    return json.loads(r.stdout)
+
+
+def speed(nibble, model, prompt, threads):
+    r = sh([nibble, "run", "-m", model, "-f", prompt, "-n", "64", "--temp", "0", "-t", str(threads), "-c", "1024"])
+    if r.returncode != 0:
+        raise RuntimeError("run failed: " + r.stderr[-1500:])
+    pre = re.search(r"prompt:\s+(\d+) tokens\s+([\d.]+) tokens/s", r.stderr)
+    gen = re.search(r"generation:\s+(\d+) tokens\s+([\d.]+) tokens/s", r.stderr)
+    return {"prefill_tokens": int(pre.group(1)), "prefill_tps": float(pre.group(2)),
+            "decode_tokens": int(gen.group(1)), "decode_tps": float(gen.group(2))}
+
+
+def write_prompt(text, path):
+    # about 256 tokens of the text (the Jargon File runs near 3.3 bytes a token)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text[100_000:100_850])
+
+
+def build_variant(nibble, base, name, qargs, base_bpw, threads, fresh):
+    out = os.path.join(GRID, name + ".gguf")
+    if qargs is None:
+        return base, None
+    if os.path.exists(out) and not fresh:
+        return out, None
+    args = [a.format(base_bpw=f"{base_bpw:.2f}") for a in qargs]
+    t0 = time.time()
+    r = sh([nibble, "quantize", base, out, args[0]] + args[1:] + ["-t", str(threads)])
+    if r.returncode != 0:
+        raise RuntimeError(f"quantize {' '.join(args)} failed: " + (r.stderr or r.stdout)[-1500:])
+    return out, time.time() - t0
+
+
+def fmt(v, spec, missing="—"):
+    return missing if v is None else format(v, spec)
+
+
+def table(results, ctxs):
+    base = next((r for r in results if r["name"] == "base" and "error" not in r), None)
+    lines = []
+    head = ["variant", "MiB", "bits/w"]
+    for c in ctxs:
+        head += [f"PPL @{c}", f"KLD mean @{c}", f"KLD 99% @{c}", f"same top @{c}"]
+    head += ["prefill t/s", "decode t/s", "decode vs base", "peak MiB @512", "peak MiB @2048"]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['name']} | " + " | ".join(["—"] * (len(head) - 2)) + f" | failed: {r['error'][:80]} |")
+            continue
+        row = [r["name"], fmt(r["mib"], ".1f"), fmt(r["bpw"], ".3f")]
+        for c in ctxs:
+            p = r["ppl"].get(str(c))
+            if not p:
+                row += ["—"] * 4
+                continue
+            row.append(f"{p['ppl']:.3f} ± {p['ppl_err']:.3f}")
+            if r["name"] == "base":
+                row += ["0 (reference)", "0", "100 %"]
+            else:
+                row += [f"{p['kld']:.5f} ± {p['kld_err']:.5f}", f"{p['kld_p99']:.4f}", f"{100 * p['same_top']:.2f} %"]
+        s = r.get("speed") or {}
+        row += [fmt(s.get("prefill_tps"), ".1f"), fmt(s.get("decode_tps"), ".1f")]
+        row.append(f"{s['decode_tps'] / base['speed']['decode_tps']:.2f}x" if s and base and base.get("speed") else "—")
+        for c in ("512", "2048"):
+            p = r["ppl"].get(c)
+            row.append(fmt(p and p.get("peak_rss_mib"), ".0f"))
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def targets(results, ctxs):
+    by = {r["name"]: r for r in results if "error" not in r}
+    out = []
+    c = str(ctxs[0])
+    for fam in ("mxfp4", "nvfp4"):
+        ref, best = by.get(fam + "-ref"), by.get(fam + "-best")
+        if not (ref and best and ref["ppl"].get(c) and best["ppl"].get(c)):
+            out.append(f"- {fam.upper()} best vs ref: not measured (a variant is missing).")
+            continue
+        a, b = ref["ppl"][c]["kld"], best["ppl"][c]["kld"]
+        cut = 1 - b / a
+        same = abs(ref["mib"] - best["mib"]) < 1e-6
+        out.append(f"- {fam.upper()} `best` vs `ref` at window {c}: mean KLD {a:.5f} → {b:.5f}, "
+                   f"{100 * cut:+.1f} % lower ({'met' if cut >= 0.10 else 'NOT met'}: target ≥ 10 %); "
+                   f"sizes {ref['mib']:.2f} and {best['mib']:.2f} MiB ({'identical' if same else 'DIFFERENT'}).")
+    base = by.get("base")
+    for name in ("mxfp4-best", "nvfp4-best", "mxfp4-ref", "nvfp4-ref"):
+        v = by.get(name)
+        if base and v and base.get("speed") and v.get("speed"):
+            x = v["speed"]["decode_tps"] / base["speed"]["decode_tps"]
+            out.append(f"- all-FP4 `{name}` ({v['bpw']:.2f} bits/w vs {base['bpw']:.2f}) decodes at "
+                       f"{x:.2f}x the base ({'met' if x >= 1.5 else 'NOT met'}: target ≥ 1.5x).")
+            break
+    return "\n".join(out)
+
+
+def write_doc(results, meta, ctxs):
+    body = [BEGIN, "",
+            f"Measured {meta['date']} at commit `{meta['commit']}` on {meta['machine']}, {meta['threads']} threads; "
+            f"load average at the start {meta['load']} (other work shared the cores, so speeds are indicative). "
+            f"Text: {meta['text']}; windows: {meta['chunks']}. Command: `{meta['command']}` "
+            f"({meta['minutes']:.1f} minutes).", "",
+            table(results, ctxs), "", "Targets:", "", targets(results, ctxs), "", END]
+    text = open(DOC, encoding="utf-8").read() if os.path.exists(DOC) else ""
+    if BEGIN in text and END in text:
+        text = text[:text.index(BEGIN)] + "\n".join(body) + text[text.index(END) + len(END):]
+    else:
+        text += "\n## Results\n\n" + "\n".join(body) + "\n"
+    tmp = DOC + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, DOC)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--chunks-512", type=int, default=6)
+    ap.add_argument("--chunks-2048", type=int, default=1)
+    ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--only", default="", help="comma-separated variant names (the base always runs)")
+    ap.add_argument("--fresh", action="store_true", help="rebuild variant files and the base distributions")
+    a = ap.parse_args()
+    t_start, load = time.time(), "%.2f" % os.getloadavg()[0]
+    nibble = os.path.join(os.environ.get("NB_BUILD", os.path.join(ROOT, "build")), "nibble")
+    base = fetch("fetch-model.sh")
+    text_path = fetch("fetch-text.sh")
+    os.makedirs(GRID, exist_ok=True)
+    prompt = os.path.join(GRID, "prompt.txt")
+    write_prompt(open(text_path, encoding="utf-8").read(), prompt)
+    chunks = {512: a.chunks_512, 2048: a.chunks_2048}
+    ctxs = [c for c in (512, 2048) if chunks[c] > 0]
+    base_bpw = bits_per_weight(nibble, base)
+    only = set(filter(None, a.only.split(",")))
+    results = []
+    for name, qargs, what in VARIANTS:
+        if only and name != "base" and name not in only:
+            continue
+        r = {"name": name, "what": what, "ppl": {}}
+        results.append(r)
+        try:
+            path, qsec = build_variant(nibble, base, name, qargs, base_bpw, a.threads, a.fresh)
+            r["quantize_s"] = qsec
+            r["mib"] = os.path.getsize(path) / 1048576
+            r["bpw"] = bits_per_weight(nibble, path)
+            for c in ctxs:
+                saved = os.path.join(GRID, f"base-c{c}-n{chunks[c]}.lp")
+                if name == "base":
+                    if a.fresh or not os.path.exists(saved):
+                        args = ["-f", text_path, "-c", str(c), "--chunks", str(chunks[c]), "--save-logits", saved]
+                    else:  # the saved distributions are the base's: score them against themselves
+                        args = ["--kld", saved]
+                else:
+                    args = ["--kld", saved]
+                r["ppl"][str(c)] = perplexity(nibble, path, args, a.threads)
+                print(f"{name} @{c}: PPL {r['ppl'][str(c)]['ppl']:.4f}"
+                      + (f", KLD {r['ppl'][str(c)]['kld']:.5f}" if "kld" in r["ppl"][str(c)] else ""), flush=True)
+            r["speed"] = speed(nibble, path, prompt, a.threads)
+            print(f"{name}: {r['mib']:.1f} MiB, {r['bpw']:.3f} bits/w, decode {r['speed']['decode_tps']:.1f} t/s",
+                  flush=True)
+        except Exception as e:  # one failed variant does not stop the grid
+            r["error"] = str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
+            print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
+    commit = sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).stdout.strip() or "unknown"
+    meta = {"date": datetime.date.today().isoformat(), "commit": commit,
+            "machine": f"{cpu_name()}, {os.cpu_count()} CPUs",
+            "threads": a.threads, "load": load, "minutes": (time.time() - t_start) / 60,
+            "text": "The Jargon File 4.4.7 (Debian jargon-text)",
+            "chunks": ", ".join(f"{chunks[c]} × {c} tokens ({chunks[c] * (c - 1 - c // 2)} scored positions)"
+                                for c in ctxs),
+            "command": "make grid" + (f" GRID_ARGS='{' '.join(sys.argv[1:])}'" if sys.argv[1:] else "")}
+    with open(os.path.join(GRID, "results.json"), "w") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=1)
+    write_doc(results, meta, ctxs)
+    print(table(results, ctxs))
+    print(targets(results, ctxs))
+    return 1 if any("error" in r for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""nibble against llama.cpp (llama-cpp-python) on the same GGUF, same threads, alternating runs.
+
+For each engine and run, a fresh process: load the model, evaluate a prompt of P tokens in one call
+(prefill, "ppP"), then generate G tokens greedily one at a time ("tgG"), ignoring end-of-sequence.
+Prints tokens/s (median, min..max over runs), the nibble/llama.cpp ratio, time to first token
+(prefill plus the first sampled token) and peak resident memory of the process (both processes
+carry the same Python + numpy overhead). Usage:
+  build/venv/bin/python bench/vs_llama.py [-m MODEL] [-t 1,2] [-p 512] [-n 128] [-r 5] [-o md|json]
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def child(engine, model, threads, n_prompt, n_gen):
+    """Runs in a fresh process; prints one JSON line."""
+    import numpy as np
+    rng = np.random.default_rng(1234)
+    prompt = [2] + [int(t) for t in rng.integers(1000, 200000, n_prompt - 1)]
+    t0 = time.perf_counter()
+    if engine == "nibble":
+        sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
+        from nbctypes import Model
+        m = Model(model, n_ctx=n_prompt + n_gen + 16, n_threads=threads)
+        t1 = time.perf_counter()
+        logits = m.eval(prompt, all_logits=False)
+        tok = int(logits[0].argmax())
+        t2 = time.perf_counter()
+        for _ in range(n_gen - 1):
+            tok = int(m.eval([tok], all_logits=False)[0].argmax())
+        t3 = time.perf_counter()
+    else:
+        import llama_cpp as L
+        llm = L.Llama(model_path=model, n_ctx=n_prompt + n_gen + 16, n_batch=n_prompt, n_ubatch=n_prompt,
+                      n_threads=threads, n_threads_batch=threads, verbose=False)
+        last = lambda: int(np.argmax(np.ctypeslib.as_array(L.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))))
+        t1 = time.perf_counter()
+        llm.eval(prompt)
+        tok = last()
+        t2 = time.perf_counter()
+        for _ in range(n_gen - 1):
+            llm.eval([tok])
+            tok = last()
+        t3 = time.perf_counter()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"load_s": t1 - t0, "pp": n_prompt / (t2 - t1), "ttft_s": t2 - t1,
+                      "tg": (n_gen - 1) / (t3 - t2), "rss": rss}))
+
+
+def run_child(engine, a, threads):
+    out = subprocess.run([sys.executable, __file__, "--child", engine, "-m", a.model, "-t", str(threads),
+                          "-p", str(a.prompt), "-n", str(a.gen)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def summary(xs):
+    return statistics.median(xs), min(xs), max(xs)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--child")
+    ap.add_argument("-m", "--model")
+    ap.add_argument("-t", "--threads", default="1,2")
+    ap.add_argument("-p", "--prompt", type=int, default=512)
+    ap.add_argument("-n", "--gen", type=int, default=128)
+    ap.add_argument("-r", "--reps", type=int, default=5)
+    ap.add_argument("-o", "--output", default="md", choices=["md", "json"])
+    a = ap.parse_args()
+    if not a.model:
+        a.model = subprocess.run(["bash", os.path.join(ROOT, "scripts/fetch-model.sh")], check=True,
+                                 capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    if a.child:
+        child(a.child, a.model, int(a.threads), a.prompt, a.gen)
+        return
+    rows = []
+    for threads in [int(t) for t in a.threads.split(",")]:
+        res = {"nibble": [], "llama.cpp": []}
+        for _ in range(a.reps):  # alternate so both see the same machine conditions
+            for eng in ("nibble", "llama.cpp"):
+                res[eng].append(run_child("nibble" if eng == "nibble" else "llama", a, threads))
+        for metric, label in (("pp", f"pp{a.prompt}"), ("tg", f"tg{a.gen}")):
+            nb, ll = summary([r[metric] for r in res["nibble"]]), summary([r[metric] for r in res["llama.cpp"]])
+            rows.append({"threads": threads, "test": label, "nibble": nb, "llama.cpp": ll, "ratio": nb[0] / ll[0]})
+        for eng in res:
+            rows.append({"threads": threads, "test": f"ttft+rss {eng}",
+                         "ttft_ms": 1e3 * statistics.median(r["ttft_s"] for r in res[eng]),
+                         "rss_mib": max(r["rss"] for r in res[eng]) / 2**20})
+    if a.output == "json":
+        print(json.dumps(rows, indent=1))
+        return
+    print(f"model {os.path.basename(a.model)}, {a.reps} alternating runs per engine, median (min..max)\n")
+    print("| threads | test | nibble tok/s | llama.cpp tok/s | ratio |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        if "ratio" in r:
+            f = lambda s: f"{s[0]:.1f} ({s[1]:.1f}..{s[2]:.1f})"
+            print(f"| {r['threads']} | {r['test']} | {f(r['nibble'])} | {f(r['llama.cpp'])} | {r['ratio']:.2f} |")
+    print("\n| threads | engine | time to first token ms | peak RSS MiB |")
+    print("|---|---|---|---|")
+    for r in rows:
+        if "ttft_ms" in r:
+            print(f"| {r['threads']} | {r['test'].split()[-1]} | {r['ttft_ms']:.0f} | {r['rss_mib']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,455 @@
+/*
+ * explain_block.c: `nibble explain FORMAT [--fixture article]` and `nibble explain MODEL.gguf
+ * TENSOR`: one payload byte (or one lane) of one block, followed to its lanes with every step
+ * shown: payload index and the lane rule, the code bits (and any high bits kept elsewhere), the
+ * scale that owns the lane and how it is unpacked, and the reconstructed weight. On a real tensor
+ * the bytes are the file's, and each is located in the file: data-section offset + tensor offset
+ * + row x row bytes + block x block bytes + offset in the block.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/checked.h"
+#include "cli/args.h"
+#include "cli/explain.h"
+
+/* The byte layout of a block, one line. */
+static const char *layout(int type) {
+    switch (type) {
+    case NB_TYPE_F32: return "one element: fp32 [0,4)";
+    case NB_TYPE_F16: return "one element: fp16 [0,2)";
+    case NB_TYPE_BF16: return "one element: bf16 [0,2)";
+    case NB_TYPE_Q4_0: return "d fp16 [0,2) | qs 16 B [2,18): byte j = element j (low nibble), j+16 (high)";
+    case NB_TYPE_Q5_0: return "d fp16 [0,2) | qh u32 [2,6): bit j = fifth bit of element j | qs 16 B [6,22) as q4_0";
+    case NB_TYPE_Q8_0: return "d fp16 [0,2) | qs int8 x 32 [2,34): byte j = element j";
+    case NB_TYPE_Q4_K:
+        return "d fp16 [0,2) | dmin fp16 [2,4) | scales 12 B [4,16) | qs 128 B [16,144): qs[32c+l] = lanes 64c+l "
+               "(low), 64c+32+l (high)";
+    case NB_TYPE_Q5_K:
+        return "d fp16 [0,2) | dmin fp16 [2,4) | scales 12 B [4,16) | qh 32 B [16,48) | qs 128 B [48,176) as q4_K";
+    case NB_TYPE_Q6_K:
+        return "ql 128 B [0,128) | qh 64 B [128,192) | scales int8 x 16 [192,208) | d fp16 [208,210)";
+    case NB_TYPE_MXFP4: return "e E8M0 [0,1) | qs 16 B [1,17): byte j = element j (low nibble), j+16 (high)";
+    case NB_TYPE_NVFP4: return "d UE4M3 x 4 [0,4) | qs 32 B [4,36): byte 8s+j = element 16s+j (low), 16s+j+8 (high)";
+    default: return "";
+    }
+}
+
+/* How payload byte p reaches its lanes, with the numbers filled in. */
+static void lane_rule(const nb_block_trace *bt, int p, char *s, size_t cap) {
+    switch (bt->type) {
+    case NB_TYPE_Q4_0: case NB_TYPE_Q5_0: case NB_TYPE_MXFP4:
+        snprintf(s, cap, "j = %d: low nibble -> lane j = %d, high nibble -> lane j + 16 = %d (not 2j, 2j+1)", p, p, p + 16);
+        break;
+    case NB_TYPE_Q4_K: case NB_TYPE_Q5_K: {
+        int c = p / 32, l = p % 32;
+        snprintf(s, cap, "payload index 32c + l with chunk c = %d, l = %d: low nibble -> lane 64c + l = %d "
+                 "(sub-block 2c = %d), high nibble -> lane 64c + 32 + l = %d (sub-block 2c + 1 = %d)",
+                 c, l, 64 * c + l, 2 * c, 64 * c + 32 + l, 2 * c + 1);
+        break;
+    }
+    case NB_TYPE_Q6_K: {
+        int h = p / 64, r = p % 64, l = r % 32;
+        snprintf(s, cap, "half h = %d, ql[64h + %s l] with l = %d: low nibble -> lane 128h + %sl = %d, high nibble -> "
+                 "lane 128h + %sl = %d; high 2 bits from qh[32h + l] = byte %d",
+                 h, r < 32 ? "" : "32 +", l, r < 32 ? "" : "32 + ", 128 * h + r, r < 32 ? "64 + " : "96 + ",
+                 128 * h + r + 64, 128 + 32 * h + l);
+        break;
+    }
+    case NB_TYPE_NVFP4: {
+        int sb = p / 8, j = p % 8;
+        snprintf(s, cap, "split halves: byte 8s + j with s = %d, j = %d: low nibble -> lane 16s + j = %d, high "
+                 "nibble -> lane 16s + j + 8 = %d", sb, j, 16 * sb + j, 16 * sb + j + 8);
+        break;
+    }
+    case NB_TYPE_Q8_0: snprintf(s, cap, "one int8 per lane: byte j = lane j = %d", p); break;
+    default: snprintf(s, cap, "byte %d of the element's %d bytes (little endian)", p, bt->block_bytes);
+    }
+}
+
+/* Who owns the lane's scale, and the arithmetic of its value. */
+static void lane_story(const nb_block_trace *bt, const uint8_t *b, const nb_lane_trace *t, float tscale, char *code,
+                       char *owner, char *arith, size_t cap) {
+    char bits[40], hb[8];
+    const char *nib = t->nibble == 0 ? "low nibble" : t->nibble == 1 ? "high nibble" : "byte";
+    nb_code_bits(t->low, t->nibble < 0 ? 8 : 4, bits);
+    snprintf(code, cap, "%s %s = %u", nib, bits, t->low);
+    if (t->hi_byte >= 0) {
+        char full[40];
+        nb_code_bits(t->code, t->code_bits, full);
+        nb_code_bits(t->hi, t->hi_bits, hb);
+        size_t n = strlen(code);
+        snprintf(code + n, cap - n, ", high bit%s %s from byte %d (bit %d%s) -> code %s = %u", t->hi_bits > 1 ? "s" : "",
+                 hb, t->hi_byte, t->hi_shift, t->hi_bits > 1 ? "+" : "", full, t->code);
+    }
+    const int j = t->sub;
+    switch (bt->type) {
+    case NB_TYPE_Q4_0: case NB_TYPE_Q5_0:
+        snprintf(owner, cap, "d = fp16 0x%04X = %s (bytes 0-1), the block's one scale", bt->d_raw, ex_num(0, bt->d));
+        snprintf(arith, cap, "(q \xe2\x88\x92 %d) \xc3\x97 d = (%u \xe2\x88\x92 %d) \xc3\x97 %s = %s", t->code_bias, t->code,
+                 t->code_bias, ex_num(0, bt->d), ex_num(1, t->value));
+        break;
+    case NB_TYPE_Q8_0:
+        snprintf(code, cap, "int8 0x%02X = %s", t->code, ex_num(0, t->element));
+        snprintf(owner, cap, "d = fp16 0x%04X = %s (bytes 0-1), the block's one scale", bt->d_raw, ex_num(0, bt->d));
+        snprintf(arith, cap, "q \xc3\x97 d = %s \xc3\x97 %s = %s", ex_num(0, t->element), ex_num(1, bt->d), ex_num(2, t->value));
+        break;
+    case NB_TYPE_Q4_K: case NB_TYPE_Q5_K:
+        snprintf(owner, cap, "sub-block %d (lanes %d-%d): gain d \xc3\x97 s[%d] = %s \xc3\x97 %d = %s, offset dmin \xc3\x97 m[%d] = "
+                 "%s \xc3\x97 %d = %s", j, 32 * j, 32 * j + 31, j, ex_num(0, bt->d), bt->sub_raw[j], ex_num(1, t->scale), j,
+                 ex_num(2, bt->dmin), bt->sub_min_raw[j], ex_num(3, t->offset));
+        snprintf(arith, cap, "gain \xc3\x97 q \xe2\x88\x92 offset = %s \xc3\x97 %u \xe2\x88\x92 %s = %s", ex_num(0, t->scale),
+                 t->code, ex_num(1, t->offset), ex_num(2, t->value));
+        break;
+    case NB_TYPE_Q6_K:
+        snprintf(owner, cap, "group %d (16 lanes): d \xc3\x97 scale[%d] = %s \xc3\x97 %d = %s (scale byte %d)", j, j,
+                 ex_num(0, bt->d), bt->sub_raw[j], ex_num(1, t->scale), bt->sub_byte[j]);
+        snprintf(arith, cap, "(d \xc3\x97 scale) \xc3\x97 (q \xe2\x88\x92 32) = %s \xc3\x97 (%u \xe2\x88\x92 32) = %s",
+                 ex_num(0, t->scale), t->code, ex_num(1, t->value));
+        break;
+    case NB_TYPE_MXFP4: case NB_TYPE_NVFP4: {
+        nb_code_trace e, s;
+        nb_code_explain(NB_CODE_E2M1, t->code, &e);
+        nb_code_explain(bt->type == NB_TYPE_MXFP4 ? NB_CODE_E8M0 : NB_CODE_UE4M3, (uint32_t)bt->sub_raw[j], &s);
+        snprintf(code + strlen(code), cap - strlen(code), "; E2M1 %s: %s", e.rule, e.arith);
+        if (bt->type == NB_TYPE_MXFP4)
+            snprintf(owner, cap, "E8M0 byte 0 = 0x%02X: %s, shared by all 32 lanes", bt->sub_raw[0], s.arith);
+        else
+            snprintf(owner, cap, "sub-block %d (lanes %d-%d): UE4M3 byte %d = 0x%02X: %s", j, 16 * j, 16 * j + 15, j,
+                     bt->sub_raw[j], s.arith);
+        snprintf(arith, cap, "E2M1 \xc3\x97 scale = %s \xc3\x97 %s = %s", ex_num(0, t->element), ex_num(1, t->scale),
+                 ex_num(2, t->value));
+        if (bt->type == NB_TYPE_NVFP4 && tscale != 1.0f)
+            snprintf(arith + strlen(arith), cap - strlen(arith), "; \xc3\x97 tensor scale %s = %s", ex_num(0, tscale),
+                     ex_num(1, t->value * tscale));
+        break;
+    }
+    default: {
+        nb_code_trace c;
+        nb_code_explain(bt->type == NB_TYPE_F32 ? NB_CODE_FP32 : bt->type == NB_TYPE_F16 ? NB_CODE_FP16 : NB_CODE_BF16,
+                        t->code, &c);
+        snprintf(code, cap, "%s 0x%0*X (%s)", nb_type_name(bt->type), bt->block_bytes * 2, t->code, c.rule);
+        snprintf(owner, cap, "no scale: the element is its own value");
+        snprintf(arith, cap, "%s", c.arith);
+    }
+    }
+    (void)b;
+}
+
+/* K-quant 6-bit scale and min of sub-block j, unpacked with the numbers in the open. */
+static void k_unpack(const uint8_t *B, int j, char *s, size_t cap) {
+    if (j < 4) {
+        snprintf(s, cap, "s[%d] = B[%d] & 63 = %d & 63 = %d;  m[%d] = B[%d] & 63 = %d & 63 = %d", j, j, B[j], B[j] & 63, j,
+                 j + 4, B[j + 4], B[j + 4] & 63);
+        return;
+    }
+    int sl = B[j + 4] & 15, sh = B[j - 4] >> 6, ml = B[j + 4] >> 4, mh = B[j] >> 6;
+    snprintf(s, cap, "s[%d] = (B[%d] & 15) | ((B[%d] >> 6) << 4) = (%d & 15) | ((%d >> 6) << 4) = %d | %d = %d;  "
+             "m[%d] = (B[%d] >> 4) | ((B[%d] >> 6) << 4) = %d | %d = %d",
+             j, j + 4, j - 4, B[j + 4], B[j - 4], sl, sh << 4, sl | sh << 4, j, j + 4, j, ml, mh << 4, ml | mh << 4);
+}
+
+typedef struct source {
+    const char *file, *tensor; /* NULL for a fixture */
+    int64_t row, block, rows, blocks;
+    uint64_t data_offset, tensor_offset, row_bytes, block_at; /* block_at: file offset of the block */
+    float tscale;
+} source;
+
+static void print_text(const nb_block_trace *bt, const uint8_t *b, const source *src, int byte, const nb_lane_trace *lt,
+                       int nl) {
+    const nb_type_info *in = nb_type_get(bt->type);
+    if (src->file)
+        printf("%s: tensor %s (%s), row %lld of %lld, block %lld of %lld\n"
+               "  block at file offset %llu = data section %llu + tensor offset %llu + row %lld x %llu B + block %lld "
+               "x %d B\n",
+               src->file, src->tensor, in->name, (long long)src->row, (long long)src->rows, (long long)src->block,
+               (long long)src->blocks, (unsigned long long)src->block_at, (unsigned long long)src->data_offset,
+               (unsigned long long)src->tensor_offset, (long long)src->row, (unsigned long long)src->row_bytes,
+               (long long)src->block, in->block_bytes);
+    else printf("%s article fixture\n", in->name);
+    printf("%s block: %d elements in %d bytes (%s bits/weight)\n  layout: %s\n", in->name, in->block_elems,
+           in->block_bytes, ex_num(0, 8.0 * in->block_bytes / in->block_elems), layout(bt->type));
+    if (bt->has_d) printf("  d    = fp16 0x%04X = %s\n", bt->d_raw, ex_num(0, bt->d));
+    if (bt->has_dmin) printf("  dmin = fp16 0x%04X = %s\n", bt->dmin_raw, ex_num(0, bt->dmin));
+    if (bt->type == NB_TYPE_Q4_K || bt->type == NB_TYPE_Q5_K) {
+        printf("  scale bytes B[0..11] =");
+        for (int i = 0; i < 12; i++) printf(" %d", b[4 + i]);
+        printf("\n  sub-block  s   m    gain d*s    offset dmin*m\n");
+        for (int j = 0; j < 8; j++)
+            printf("  %5d   %3d %3d   %-11s %s\n", j, bt->sub_raw[j], bt->sub_min_raw[j], ex_num(0, bt->sub_scale[j]),
+                   ex_num(1, bt->sub_offset[j]));
+    } else if (bt->type == NB_TYPE_Q6_K) {
+        printf("  scales (int8, one per 16 lanes):");
+        for (int j = 0; j < 16; j++) printf(" %d", bt->sub_raw[j]);
+        printf("\n");
+    } else if (bt->type == NB_TYPE_NVFP4) {
+        for (int j = 0; j < 4; j++) {
+            nb_code_trace s;
+            nb_code_explain(NB_CODE_UE4M3, (uint32_t)bt->sub_raw[j], &s);
+            printf("  d[%d] (lanes %2d-%2d) = UE4M3 0x%02X: %s\n", j, 16 * j, 16 * j + 15, bt->sub_raw[j], s.arith);
+        }
+        printf("  tensor scale = %s%s\n", ex_num(0, src->tscale), src->file ? "" : " (fixture)");
+    }
+    if (byte >= 0) {
+        char bits[12], rule[320];
+        nb_code_bits(b[bt->payload_offset + byte], 8, bits);
+        lane_rule(bt, byte, rule, sizeof rule);
+        printf("\npayload byte %d = block byte %d", byte, bt->payload_offset + byte);
+        if (src->file) printf(" = file offset %llu", (unsigned long long)(src->block_at + (uint64_t)(bt->payload_offset + byte)));
+        printf(": 0x%02X = %.4s %.4s\n  %s\n", b[bt->payload_offset + byte], bits, bits + 4, rule);
+    }
+    for (int i = 0; i < nl; i++) {
+        char code[320], owner[320], arith[320];
+        lane_story(bt, b, &lt[i], src->tscale, code, owner, arith, sizeof code);
+        printf("\nlane %d (row element %lld):\n  code:  %s\n  owner: %s\n", lt[i].lane,
+               (long long)(src->block * bt->block_elems + lt[i].lane), code, owner);
+        if (bt->type == NB_TYPE_Q4_K || bt->type == NB_TYPE_Q5_K) {
+            char un[320];
+            k_unpack(b + 4, lt[i].sub, un, sizeof un);
+            printf("         %s\n", un);
+        }
+        printf("  value: %s\n", arith);
+    }
+}
+
+static void print_json(const nb_block_trace *bt, const uint8_t *b, const source *src, int byte, const nb_lane_trace *lt,
+                       int nl) {
+    const nb_type_info *in = nb_type_get(bt->type);
+    printf("{\"format\": \"%s\", \"block_elems\": %d, \"block_bytes\": %d, \"layout\": ", in->name, in->block_elems,
+           in->block_bytes);
+    ex_json_str(stdout, layout(bt->type));
+    if (src->file) {
+        printf(", \"source\": {\"file\": ");
+        ex_json_str(stdout, src->file);
+        printf(", \"tensor\": ");
+        ex_json_str(stdout, src->tensor);
+        printf(", \"row\": %lld, \"rows\": %lld, \"block\": %lld, \"blocks_per_row\": %lld, \"data_offset\": %llu, "
+               "\"tensor_offset\": %llu, \"row_bytes\": %llu, \"block_file_offset\": %llu}",
+               (long long)src->row, (long long)src->rows, (long long)src->block, (long long)src->blocks,
+               (unsigned long long)src->data_offset, (unsigned long long)src->tensor_offset,
+               (unsigned long long)src->row_bytes, (unsigned long long)src->block_at);
+    } else printf(", \"source\": {\"fixture\": \"article\"}");
+    printf(", \"d\": ");
+    if (bt->has_d) ex_json_num(stdout, bt->d);
+    else printf("null");
+    printf(", \"dmin\": ");
+    if (bt->has_dmin) ex_json_num(stdout, bt->dmin);
+    else printf("null");
+    printf(", \"tensor_scale\": ");
+    ex_json_num(stdout, src->tscale);
+    printf(",\n \"subblocks\": [");
+    for (int j = 0; j < bt->n_sub; j++) {
+        printf("%s\n  {\"index\": %d, \"lanes\": [%d, %d], \"scale_raw\": %d, \"min_raw\": %d, \"scale_byte\": %d, \"scale\": ",
+               j ? "," : "", j, j * bt->sub_elems, (j + 1) * bt->sub_elems - 1, bt->sub_raw[j], bt->sub_min_raw[j],
+               bt->sub_byte[j]);
+        ex_json_num(stdout, bt->sub_scale[j]);
+        printf(", \"offset\": ");
+        ex_json_num(stdout, bt->sub_offset[j]);
+        if (bt->type == NB_TYPE_Q4_K || bt->type == NB_TYPE_Q5_K) {
+            char un[320];
+            k_unpack(b + 4, j, un, sizeof un);
+            printf(", \"unpack\": ");
+            ex_json_str(stdout, un);
+        }
+        printf("}");
+    }
+    printf("],\n \"byte\": ");
+    if (byte >= 0) {
+        char rule[320];
+        lane_rule(bt, byte, rule, sizeof rule);
+        printf("{\"payload_index\": %d, \"block_offset\": %d, \"value\": %d", byte, bt->payload_offset + byte,
+               b[bt->payload_offset + byte]);
+        if (bt->type == NB_TYPE_Q4_K || bt->type == NB_TYPE_Q5_K) printf(", \"chunk\": %d, \"position\": %d", byte / 32, byte % 32);
+        if (src->file) printf(", \"file_offset\": %llu", (unsigned long long)(src->block_at + (uint64_t)(bt->payload_offset + byte)));
+        printf(", \"rule\": ");
+        ex_json_str(stdout, rule);
+        printf("}");
+    } else printf("null");
+    printf(",\n \"lanes\": [");
+    for (int i = 0; i < nl; i++) {
+        const nb_lane_trace *t = &lt[i];
+        char code[320], owner[320], arith[320];
+        lane_story(bt, b, t, src->tscale, code, owner, arith, sizeof code);
+        printf("%s\n  {\"lane\": %d, \"row_element\": %lld, \"payload_index\": %d, \"block_offset\": %d, \"nibble\": \"%s\", "
+               "\"low_bits\": %u, \"high_bits_byte\": %d, \"high_bits\": %u, \"code\": %u, \"code_bits\": %d, \"element\": ",
+               i ? "," : "", t->lane, (long long)(src->block * bt->block_elems + t->lane), t->payload, t->byte,
+               t->nibble == 0 ? "low" : t->nibble == 1 ? "high" : "byte", t->low, t->hi_byte, t->hi, t->code, t->code_bits);
+        ex_json_num(stdout, t->element);
+        printf(", \"subblock\": %d, \"scale\": ", t->sub);
+        ex_json_num(stdout, t->scale);
+        printf(", \"offset\": ");
+        ex_json_num(stdout, t->offset);
+        printf(", \"value\": ");
+        ex_json_num(stdout, t->value);
+        if (src->file) printf(", \"file_offset\": %llu", (unsigned long long)(src->block_at + (uint64_t)t->byte));
+        printf(", \"code_text\": ");
+        ex_json_str(stdout, code);
+        printf(", \"owner\": ");
+        ex_json_str(stdout, owner);
+        printf(", \"arithmetic\": ");
+        ex_json_str(stdout, arith);
+        printf("}");
+    }
+    printf("]}\n");
+}
+
+static int usage(FILE *f, int code) {
+    fprintf(f, "usage: nibble explain FORMAT [--fixture article] [--byte N | --lane L] [--value V] [--json] [--svg FILE]\n"
+               "       nibble explain MODEL.gguf TENSOR [--row R] [--block B] [--byte N | --lane L | --col C] [--json] [--svg FILE]\n"
+               "  FORMAT   q4_0 q5_0 q8_0 q4_K q5_K q6_K mxfp4 nvfp4 (case-insensitive)\n"
+               "  --byte N payload byte N of the block (default 0); --lane L element L of the block;\n"
+               "  --col C  element C of the row (sets block and lane); --value V replaces the payload byte's value\n"
+               "  --svg    draw the block's bytes with each nibble's arrow to its lane, colored by its scale\n");
+    return code;
+}
+
+/* Locates the block of a tensor; fills src and copies the block. Returns 0, or 1 with a message. */
+static int load_tensor(source *src, const char *col, uint8_t *blk, int *type, float *tscale) {
+    nb_gguf *g;
+    if (nb_gguf_open(src->file, &g)) {
+        fprintf(stderr, "nibble explain: %s: %s\n", src->file, nb_last_error());
+        return 1;
+    }
+    int rc = 1;
+    const nb_gguf_tensor *t = nb_gguf_find_tensor(g, src->tensor);
+    const nb_type_info *in = t ? nb_type_get(t->type) : NULL;
+    if (!t) fprintf(stderr, "nibble explain: %s has no tensor '%s' (`nibble inspect --tensors` lists them)\n", src->file, src->tensor);
+    else if (!in) fprintf(stderr, "nibble explain: tensor '%s': %s\n", src->tensor, nb_last_error());
+    else {
+        size_t row_bytes;
+        nb_row_bytes(t->type, t->ne[0], &row_bytes);
+        src->rows = t->ne[1] * t->ne[2] * t->ne[3];
+        src->blocks = t->ne[0] / in->block_elems;
+        if (col) {
+            int c;
+            if (!arg_int("--col", col, 0, t->ne[0] - 1 < INT_MAX ? (long)t->ne[0] - 1 : INT_MAX, &c)) goto out;
+            src->block = c / in->block_elems;
+        }
+        src->row_bytes = row_bytes;
+        src->data_offset = nb_gguf_data_offset(g);
+        src->tensor_offset = t->offset;
+        uint64_t off;
+        if (src->row >= src->rows)
+            fprintf(stderr, "nibble explain: --row %lld is out of range: tensor '%s' has %lld rows (0..%lld)\n",
+                    (long long)src->row, src->tensor, (long long)src->rows, (long long)src->rows - 1);
+        else if (src->block >= src->blocks)
+            fprintf(stderr, "nibble explain: --block %lld is out of range: a row of '%s' has %lld %s blocks (0..%lld)\n",
+                    (long long)src->block, src->tensor, (long long)src->blocks, in->name, (long long)src->blocks - 1);
+        else if (!nb_mul_u64((uint64_t)src->row, row_bytes, &off) ||
+                 !nb_add_u64(off, (uint64_t)src->block * (uint64_t)in->block_bytes, &off) || off + (uint64_t)in->block_bytes > t->bytes)
+            fprintf(stderr, "nibble explain: block offset overflows tensor '%s'\n", src->tensor);
+        else {
+            memcpy(blk, (const uint8_t *)t->data + off, (size_t)in->block_bytes);
+            src->block_at = src->data_offset + src->tensor_offset + off;
+            *type = t->type;
+            /* NVFP4's per-tensor factor travels as "<name>.scale" in place of ".weight" */
+            char name[NB_GGUF_MAX_NAME + 8];
+            size_t n = strlen(src->tensor);
+            if (n > 7 && !strcmp(src->tensor + n - 7, ".weight")) {
+                snprintf(name, sizeof name, "%.*s.scale", (int)(n - 7), src->tensor);
+                const nb_gguf_tensor *s = nb_gguf_find_tensor(g, name);
+                if (s && s->type == NB_TYPE_F32 && s->bytes >= 4) memcpy(tscale, s->data, 4);
+            }
+            rc = 0;
+        }
+    }
+out:
+    nb_gguf_close(g);
+    return rc;
+}
+
+int explain_block(int argc, char **argv) {
+    source src = {0};
+    src.tscale = 1.0f;
+    const char *svg = NULL, *col = NULL, *fixture = NULL;
+    int json = 0, byte = -1, lane = -1, value = -1, type = ex_type_find(argv[0]);
+    if (type < 0) src.file = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        int iv;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout, 0);
+        if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (a[0] != '-' || !a[1]) {
+            if (src.file && !src.tensor) { src.tensor = a; continue; }
+            fprintf(stderr, "nibble explain: unexpected argument '%s'\n", a);
+            return usage(stderr, 2);
+        }
+        if (!(v = arg_value(argc, argv, &i))) return usage(stderr, 2);
+        if (!strcmp(a, "--svg")) svg = v;
+        else if (!strcmp(a, "--fixture")) fixture = v;
+        else if (!strcmp(a, "--col")) col = v;
+        else if (!strcmp(a, "--byte") || !strcmp(a, "--lane") || !strcmp(a, "--row") || !strcmp(a, "--block")) {
+            if (!arg_int(a, v, 0, INT_MAX, &iv)) return usage(stderr, 2);
+            if (a[2] == 'b' && a[3] == 'y') byte = iv;
+            else if (a[2] == 'l') lane = iv;
+            else if (a[2] == 'r') src.row = iv;
+            else src.block = iv;
+        } else if (!strcmp(a, "--value")) {
+            uint32_t c;
+            if (nb_code_parse(v, 8, &c, NULL)) {
+                fprintf(stderr, "nibble explain: --value: %s\n", nb_last_error());
+                return usage(stderr, 2);
+            }
+            value = (int)c;
+        } else {
+            fprintf(stderr, "nibble explain: unknown option '%s'\n", a);
+            return usage(stderr, 2);
+        }
+    }
+    if (src.file && !src.tensor) {
+        fprintf(stderr, "nibble explain: which tensor of %s? e.g. blk.0.attn_output.weight\n", src.file);
+        return usage(stderr, 2);
+    }
+    if (!src.file && (fixture ? strcmp(fixture, "article") : 0)) {
+        fprintf(stderr, "nibble explain: unknown fixture '%s' (there is one: article)\n", fixture);
+        return 2;
+    }
+    if ((byte >= 0) + (lane >= 0) + (col != NULL) > 1) {
+        fprintf(stderr, "nibble explain: give one of --byte, --lane and --col\n");
+        return usage(stderr, 2);
+    }
+    if (value >= 0 && lane >= 0) {
+        fprintf(stderr, "nibble explain: --value replaces a payload byte: use it with --byte\n");
+        return 2;
+    }
+    uint8_t blk[512];
+    if (src.file) {
+        if (load_tensor(&src, col, blk, &type, &src.tscale)) return 1;
+    } else if (nb_fixture_block(type, blk, sizeof blk, &src.tscale)) {
+        fprintf(stderr, "nibble explain: %s\n", nb_last_error());
+        return 2;
+    }
+    nb_block_trace bt;
+    if (nb_block_explain(type, blk, &bt)) {
+        fprintf(stderr, "nibble explain: %s\n", nb_last_error());
+        return 1;
+    }
+    if (col) lane = atoi(col) % bt.block_elems;
+    if (byte < 0 && lane < 0) byte = 0;
+    if (value >= 0) blk[bt.payload_offset + byte] = (uint8_t)value;
+    int lanes[2], nl = 1;
+    if (byte >= 0 && nb_byte_lanes(&bt, byte, lanes, &nl)) {
+        fprintf(stderr, "nibble explain: %s\n", nb_last_error());
+        return src.file ? 1 : 2;
+    }
+    if (byte < 0) lanes[0] = lane;
+    nb_lane_trace lt[2];
+    for (int i = 0; i < nl; i++)
+        if (nb_lane_explain(&bt, blk, lanes[i], &lt[i])) {
+            fprintf(stderr, "nibble explain: %s\n", nb_last_error());
+            return src.file ? 1 : 2;
+        }
+    if (json) print_json(&bt, blk, &src, byte, lt, nl);
+    else print_text(&bt, blk, &src, byte, lt, nl);
+    if (svg) {
+        char title[200];
+        if (src.file) snprintf(title, sizeof title, "%s row %lld block %lld (%s)", src.tensor, (long long)src.row,
+                               (long long)src.block, nb_type_name(type));
+        else snprintf(title, sizeof title, "%s article fixture", nb_type_name(type));
+        if (ex_svg_block(svg, &bt, blk, byte >= 0 ? byte : lt[0].payload, title)) return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,49 @@
+/*
+ * act_ref.c: the scalar reference activation quantizers (the definition every ISA's version must
+ * match byte for byte; rules in kernels.h and docs/KERNELS.md).
+ *
+ * Q8_0 follows llama.cpp's x86 runtime quantizer, not its file quantizer: d = amax/127 stored as
+ * fp16 (nearest-even), codes = nearest-even(x * (127/amax)) with 127/amax formed once per block
+ * (the file rule rounds half away from zero and multiplies by 1/d). The conversion to bytes
+ * mirrors what vcvtps2dq + signed saturating packs do, so that even a block whose multiplier
+ * overflows (amax below ~4e-37: x*id is inf or NaN, the "integer indefinite" 0x80000000 packs to
+ * -128) gives the bytes the SIMD version gives. Q8_K is llama.cpp's quantize_row_q8_K_ref, which
+ * nibble's file codec already reproduces (x86 llama.cpp uses the reference there too).
+ * NB_ACT_Q8_0X is the Q8_0 rule plus its derived values (kernels.h).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "formats/blocks.h"
+#include "formats/codes.h"
+#include "kernels/kernels.h"
+
+/* v already rounded to an integer value (or not finite): the byte vcvtps2dq + packs would give. */
+static int8_t to_i8_x86(float v) {
+    if (!(v >= -2147483648.0f && v < 2147483648.0f)) return -128;
+    return (int8_t)(v > 127 ? 127 : v < -128 ? -128 : v);
+}
+
+void nb_act_q8_0_ref(const float *x, void *dst, int64_t n) {
+    nb_block_q8_0 *b = dst;
+    for (int64_t i = 0; i < n / NB_QK8_0; i++, x += NB_QK8_0) {
+        float amax = 0;
+        for (int j = 0; j < NB_QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float id = amax != 0 ? 127.f / amax : 0;
+        b[i].d = nb_fp32_to_fp16(amax / 127.f);
+        for (int j = 0; j < NB_QK8_0; j++) b[i].qs[j] = to_i8_x86(rintf(x[j] * id)); /* rintf: nearest-even */
+    }
+}
+
+static void act_q8_0x_ref(const float *x, void *dst, int64_t n) {
+    nb_block_q8_0x *o = dst;
+    for (int64_t i = 0; i < n / NB_QK8_0; i++) {
+        nb_block_q8_0 b;
+        nb_act_q8_0_ref(x + i * NB_QK8_0, &b, NB_QK8_0);
+        memcpy(o[i].qs, b.qs, sizeof b.qs);
+        for (int k = 0; k < 8; k++) o[i].nc[k] = -128 * (b.qs[4 * k] + b.qs[4 * k + 1] + b.qs[4 * k + 2] + b.qs[4 * k + 3]);
+        o[i].d = nb_fp16_to_fp32(b.d);
+    }
+}
+
+const nb_act_set nb_act_ref = {nb_act_q8_0_ref, nb_q8_k_quantize_ref, act_q8_0x_ref, "ref"};

@@ -1,0 +1,111 @@
+/*
+ * act_avx2.c: the activation quantizers with AVX2 (+F16C), byte-identical to act_ref.c (Q8_0)
+ * and to nb_q8_k_quantize_ref (Q8_K); kernels.h states the rules. Both round with vcvtps2dq
+ * (nearest-even in the default rounding mode, as the references' rintf and 1.5*2^23 trick) and
+ * narrow with signed saturating packs; the packs work per 128-bit half, so one cross-lane
+ * permute restores element order. NB_ACT_Q8_0X adds the block's derived values (kernels.h).
+ */
+#include <math.h>
+
+#include "formats/blocks.h"
+#include "kernels/x86/avx2/avx2.h"
+
+static inline float hmax(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
+/* 32 floats times a multiplier, rounded, narrowed to 32 bytes in element order. */
+static inline __m256i round_pack32(const __m256 v[4], __m256 mul) {
+    __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(v[0], mul)), q1 = _mm256_cvtps_epi32(_mm256_mul_ps(v[1], mul));
+    __m256i q2 = _mm256_cvtps_epi32(_mm256_mul_ps(v[2], mul)), q3 = _mm256_cvtps_epi32(_mm256_mul_ps(v[3], mul));
+    __m256i q = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
+    return _mm256_permutevar8x32_epi32(q, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* One 32-element block by the Q8_0 activation rule: codes in element order, fp16 scale in *d. */
+static inline __m256i q8_0_block(const float *x, uint16_t *d) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4], m = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_ps(x + 8 * k);
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
+    }
+    const float amax = hmax(m);
+    *d = (uint16_t)_cvtss_sh(amax / 127.f, _MM_FROUND_TO_NEAREST_INT);
+    return round_pack32(v, _mm256_set1_ps(amax != 0 ? 127.f / amax : 0));
+}
+
+static void act_q8_0_avx2(const float *x, void *dst, int64_t n) {
+    nb_block_q8_0 *b = dst;
+    for (int64_t i = 0; i < n / NB_QK8_0; i++) {
+        __m256i q = q8_0_block(x + i * NB_QK8_0, &b[i].d);
+        _mm256_storeu_si256((__m256i *)b[i].qs, q);
+    }
+}
+
+static void act_q8_0x_avx2(const float *x, void *dst, int64_t n) {
+    nb_block_q8_0x *b = dst;
+    const __m256i one8 = _mm256_set1_epi8(1), m128 = _mm256_set1_epi16(-128);
+    for (int64_t i = 0; i < n / NB_QK8_0; i++) {
+        uint16_t d;
+        __m256i q = q8_0_block(x + i * NB_QK8_0, &d);
+        _mm256_storeu_si256((__m256i *)b[i].qs, q);
+        /* pair sums (|.| <= 254), then -128 * (sum of each two pairs): exact in int32 */
+        _mm256_storeu_si256((__m256i *)b[i].nc, _mm256_madd_epi16(_mm256_maddubs_epi16(one8, q), m128));
+        b[i].d = _cvtsh_ss(d);
+    }
+}
+
+/* The 16 bsums of a block from its 8 vectors of codes: lane sums of 4 (vpmaddubsw/vpmaddwd with
+ * ones), then two rounds of pairwise adds leave bsums 0,2,4,6 | 1,3,5,7 per register half. */
+static inline void bsums16(const __m256i q[8], int16_t *out) {
+    const __m256i one8 = _mm256_set1_epi8(1), one16 = _mm256_set1_epi16(1);
+    __m256i s[8];
+    for (int k = 0; k < 8; k++) s[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(one8, q[k]), one16);
+    __m256i g0 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+    __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
+    __m256i p = _mm256_packs_epi32(g0, g1); /* even bsums in the low half, odd in the high half */
+    __m128i lo = _mm256_castsi256_si128(p), hi = _mm256_extracti128_si256(p, 1);
+    _mm_storeu_si128((__m128i *)out, _mm_unpacklo_epi16(lo, hi));
+    _mm_storeu_si128((__m128i *)(out + 8), _mm_unpackhi_epi16(lo, hi));
+}
+
+static void act_q8_k_avx2(const float *x, void *dst, int64_t n) {
+    nb_block_q8_k *b = dst;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / NB_QK_K; i++, x += NB_QK_K) {
+        __m256 m = _mm256_setzero_ps();
+        for (int k = 0; k < NB_QK_K / 8; k++) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)));
+        const float amax = hmax(m);
+        /* the reference's signed max is the first element of largest magnitude */
+        const __m256 am = _mm256_set1_ps(amax);
+        int first = 0;
+        for (int k = 0; k < NB_QK_K / 8; k++) {
+            int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)), am, _CMP_EQ_OQ));
+            if (mask) {
+                first = 8 * k + __builtin_ctz((unsigned)mask);
+                break;
+            }
+        }
+        const float iscale = -127.f / x[first];
+        /* all zero, or a multiplier that overflows (|max| < ~4e-37): the reference's own path */
+        if (amax == 0 || isinf(iscale)) {
+            nb_q8_k_quantize_ref(x, &b[i], NB_QK_K);
+            continue;
+        }
+        const __m256 mul = _mm256_set1_ps(iscale);
+        __m256i q[8];
+        for (int k = 0; k < 8; k++) {
+            __m256 v[4];
+            for (int j = 0; j < 4; j++) v[j] = _mm256_loadu_ps(x + 32 * k + 8 * j);
+            q[k] = round_pack32(v, mul);
+            _mm256_storeu_si256((__m256i *)(b[i].qs + 32 * k), q[k]);
+        }
+        bsums16(q, b[i].bsums);
+        b[i].d = 1 / iscale;
+    }
+}
+
+const nb_act_set nb_act_avx2 = {act_q8_0_avx2, act_q8_k_avx2, act_q8_0x_avx2, "avx2"};

@@ -1,0 +1,74 @@
+"""ctypes bindings to build/libnibble.so for the parity scripts: a model, a context, evaluation."""
+import ctypes
+import os
+
+import numpy as np
+
+
+class CtxParams(ctypes.Structure):
+    _fields_ = [("n_ctx", ctypes.c_int), ("n_batch", ctypes.c_int), ("kv_f32", ctypes.c_int),
+                ("n_threads", ctypes.c_int), ("pool", ctypes.c_void_p)]
+
+
+def load_lib():
+    build = os.environ.get("NB_BUILD", "build")
+    lib = ctypes.CDLL(os.path.join(build, "libnibble.so"))
+    lib.nb_last_error.restype = ctypes.c_char_p
+    lib.nb_model_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+    lib.nb_model_free.argtypes = [ctypes.c_void_p]
+    lib.nb_ctx_default_params.restype = CtxParams
+    lib.nb_ctx_create.argtypes = [ctypes.c_void_p, ctypes.POINTER(CtxParams), ctypes.POINTER(ctypes.c_void_p)]
+    lib.nb_ctx_free.argtypes = [ctypes.c_void_p]
+    lib.nb_ctx_reset.argtypes = [ctypes.c_void_p]
+    lib.nb_ctx_eval.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    return lib
+
+
+class Model:
+    """A nibble model and one context; eval() returns logits as float32 rows."""
+
+    def __init__(self, path, n_ctx=1024, n_threads=2, kv_f32=False):
+        self.lib = load_lib()
+        self.m = ctypes.c_void_p()
+        self._check(self.lib.nb_model_load(path.encode(), ctypes.byref(self.m)), "load")
+        p = self.lib.nb_ctx_default_params()
+        p.n_ctx, p.n_threads, p.kv_f32 = n_ctx, n_threads, int(kv_f32)
+        self.c = ctypes.c_void_p()
+        self._check(self.lib.nb_ctx_create(self.m, ctypes.byref(p), ctypes.byref(self.c)), "context")
+        self.n_vocab = 262144
+
+    def _check(self, status, what):
+        if status != 0:
+            raise RuntimeError(f"nibble {what}: {self.lib.nb_last_error().decode()}")
+
+    def reset(self):
+        self.lib.nb_ctx_reset(self.c)
+
+    def eval(self, tokens, all_logits=True):
+        arr = (ctypes.c_int32 * len(tokens))(*tokens)
+        rows = len(tokens) if all_logits else 1
+        out = np.empty((rows, self.n_vocab), dtype=np.float32)
+        self._check(self.lib.nb_ctx_eval(self.c, arr, len(tokens), out.ctypes.data, int(all_logits)), "eval")
+        return out
+
+    def close(self):
+        self.lib.nb_ctx_free(self.c)
+        self.lib.nb_model_free(self.m)
+
+
+def log_softmax(x):
+    x = np.asarray(x, dtype=np.float64)
+    x = x - x.max(axis=-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+
+def kl_rows(p_logits, q_logits):
+    """KL(P || Q) per row, P the reference."""
+    lp, lq = log_softmax(p_logits), log_softmax(q_logits)
+    return (np.exp(lp) * (lp - lq)).sum(axis=-1)
+
+
+def model_path():
+    import subprocess
+    return subprocess.run(["bash", "scripts/fetch-model.sh"], check=True, capture_output=True,
+                          text=True).stdout.strip().splitlines()[-1]

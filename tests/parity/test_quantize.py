@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Parity of `nibble quantize` with llama.cpp's quantize (llama-cpp-python's llama_model_quantize):
+  1. byte-identical output files for q8_0, q4_0 and q4_k_m on two tiny but loadable Gemma 3 models
+     written here with the gguf package (2 layers, a 512-token SentencePiece vocabulary): model A
+     is F32 with n_embd 256 and ffn rows of 640 (Q4_K/Q6_K fall back to Q5_0/Q8_0 there), model B is
+     F16 with n_embd 320 (every row falls back, the tied embedding takes Q8_0);
+  2. nibble's q8_0 / q4_0 / q4_k_m of the real Gemma 3 270M (when models/ has it) load in
+     llama_cpp.Llama, give finite logits and greedy text made of words.
+Prints `N passed, N failed` last; exits non-zero on any failure.
+"""
+import ctypes
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+from gguf import GGUFWriter, GGUFValueType, TokenType
+
+import llama_cpp
+
+BUILD = os.environ.get('NB_BUILD', 'build')
+NIBBLE = os.path.join(BUILD, 'nibble')
+REAL = 'models/gemma-3-270m-q4_k_m.gguf'
+FTYPES = {'q8_0': llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, 'q4_0': llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0,
+          'q4_k_m': llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M}
+
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print('FAIL', what)
+
+
+def vocab():
+    """<pad> <eos> <bos> <unk>, Gemma's turn markers, 256 byte tokens, then word pieces."""
+    toks = [('<pad>', TokenType.CONTROL), ('<eos>', TokenType.CONTROL), ('<bos>', TokenType.CONTROL),
+            ('<unk>', TokenType.UNKNOWN), ('<start_of_turn>', TokenType.CONTROL),
+            ('<end_of_turn>', TokenType.CONTROL)]
+    toks += [('<0x%02X>' % b, TokenType.BYTE) for b in range(256)]
+    words = ['\u2581the', '\u2581a', '\u2581of', '\u2581to', '\u2581and', '\u2581in', '\u2581is', '\u2581it', '\u2581that',
+             '\u2581cat', '\u2581dog', '\u2581sat', '\u2581on', '\u2581mat', '\u2581red', '\u2581blue', '\u2581sky',
+             '\u2581', 'e', 't', 'a', 'o', 'n', 's', 'r', 'h', 'l', 'd', 'i', 'c', 'u', 'm']
+    toks += [(w, TokenType.NORMAL) for w in words]
+    n = 0
+    while len(toks) < 512:  # filler pieces so the vocabulary has a round size
+        toks.append(('\u2581w%d' % n, TokenType.NORMAL))
+        n += 1
+    scores = [0.0] * 6 + [0.0] * 256 + [-float(i) for i in range(len(toks) - 262)]
+    return [t for t, _ in toks], scores, [int(k) for _, k in toks]
+
+
+def write_model(path, n_embd, n_ff, dtype, seed):
+    rng = np.random.default_rng(seed)
+    n_head, n_kv, hd, n_layer = n_embd // 64, 1, 64, 2
+    w = GGUFWriter(path, 'gemma3')
+    w.add_name('tiny gemma3 %d' % n_embd)
+    w.add_context_length(1024)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_kv)
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(10000.0)
+    w.add_sliding_window(128)
+    w.add_file_type(0 if dtype == np.float32 else 1)
+    toks, scores, types = vocab()
+    w.add_tokenizer_model('llama')
+    w.add_tokenizer_pre('default')
+    w.add_token_list(toks)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(2)
+    w.add_eos_token_id(1)
+    w.add_unk_token_id(3)
+    w.add_pad_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    w.add_add_space_prefix(False)
+
+    def mat(name, rows, cols):  # numpy (rows, cols) = GGUF ne {cols, rows}
+        x = rng.standard_normal((rows, cols)).astype(np.float32) * (0.5 / np.sqrt(cols))
+        x[rng.random((rows, cols)) < 0.002] *= 10  # a few outliers, as real weights have
+        w.add_tensor(name, x.astype(dtype))
+
+    def norm(name, n):
+        w.add_tensor(name, (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32))
+
+    mat('token_embd.weight', len(toks), n_embd)
+    norm('output_norm.weight', n_embd)
+    for l in range(n_layer):
+        b = 'blk.%d.' % l
+        norm(b + 'attn_norm.weight', n_embd)
+        mat(b + 'attn_q.weight', n_head * hd, n_embd)
+        mat(b + 'attn_k.weight', n_kv * hd, n_embd)
+        mat(b + 'attn_v.weight', n_kv * hd, n_embd)
+        norm(b + 'attn_q_norm.weight', hd)
+        norm(b + 'attn_k_norm.weight', hd)
+        mat(b + 'attn_output.weight', n_embd, n_head * hd)
+        norm(b + 'post_attention_norm.weight', n_embd)
+        norm(b + 'ffn_norm.weight', n_embd)
+        mat(b + 'ffn_gate.weight', n_ff, n_embd)
+        mat(b + 'ffn_up.weight', n_ff, n_embd)
+        mat(b + 'ffn_down.weight', n_embd, n_ff)
+        norm(b + 'post_ffw_norm.weight', n_embd)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def llama_quantize(src, dst, ftype, threads=2):
+    p = llama_cpp.llama_model_quantize_default_params()
+    p.ftype = ftype
+    p.nthread = threads
+    p.allow_requantize = True
+    return llama_cpp.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(p))
+
+
+def nibble_quantize(src, dst, recipe, *extra):
+    r = subprocess.run([NIBBLE, 'quantize', src, dst, recipe, '-t', '2', *extra], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stderr)
+    return r.returncode
+
+
+def first_difference(a, b):
+    n = min(len(a), len(b))
+    d = next((i for i in range(n) if a[i] != b[i]), n)
+    return 'sizes %d vs %d, first difference at byte %d' % (len(a), len(b), d)
+
+
+def byte_parity(tmp):
+    models = {'A_f32_256': (256, 640, np.float32, 1), 'B_f16_320': (320, 640, np.float16, 2)}
+    for name, (e, ff, dt, seed) in models.items():
+        src = os.path.join(tmp, name + '.gguf')
+        write_model(src, e, ff, dt, seed)
+        for recipe, ftype in FTYPES.items():
+            ll, nb = os.path.join(tmp, 'll.gguf'), os.path.join(tmp, 'nb.gguf')
+            rc = llama_quantize(src, ll, ftype)
+            check(rc == 0, '%s %s: llama.cpp quantize returned %d' % (name, recipe, rc))
+            check(nibble_quantize(src, nb, recipe) == 0, '%s %s: nibble quantize failed' % (name, recipe))
+            if rc != 0 or not os.path.exists(nb):
+                continue
+            a, b = open(ll, 'rb').read(), open(nb, 'rb').read()
+            check(a == b, '%s %s: files differ: %s' % (name, recipe, first_difference(a, b)))
+
+
+def loads_in_llama(tmp):
+    if not os.path.exists(REAL):
+        print('skipped: %s absent (make demo fetches it)' % REAL)
+        return
+    prompt = 'The capital of France is'
+    for recipe in FTYPES:
+        out = os.path.join(tmp, 'real_%s.gguf' % recipe)
+        if nibble_quantize(REAL, out, recipe) != 0:
+            check(False, 'real model %s: nibble quantize failed' % recipe)
+            continue
+        llm = llama_cpp.Llama(model_path=out, n_ctx=128, n_threads=2, logits_all=True, verbose=False)
+        toks = llm.tokenize(prompt.encode(), add_bos=True)
+        llm.eval(toks)
+        logits = np.array(llm.scores[:len(toks)])
+        check(np.isfinite(logits).all() and logits.std() > 0.1, 'real %s: logits finite and not flat' % recipe)
+        llm.reset()
+        text = llm(prompt, max_tokens=12, temperature=0.0)['choices'][0]['text']
+        words = [w for w in text.split() if any(c.isalpha() for c in w)]
+        check(len(words) >= 2, 'real %s: greedy text %r has no words' % (recipe, text))
+        print('%-7s %r' % (recipe, text))
+        del llm
+        os.remove(out)
+
+
+def main():
+    if not os.path.exists(NIBBLE):
+        print('FAIL %s is not built' % NIBBLE)
+        print('0 passed, 1 failed')
+        return 1
+    llama_cpp.llama_backend_init()
+    global QUIET  # llama.cpp keeps the pointer: the callback must outlive the calls
+    QUIET = llama_cpp.llama_log_callback(lambda *a: None)
+    llama_cpp.llama_log_set(QUIET, ctypes.c_void_p())
+    with tempfile.TemporaryDirectory() as tmp:
+        byte_parity(tmp)
+        loads_in_llama(tmp)
+    print('%d passed, %d failed' % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
