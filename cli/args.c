@@ -124,3 +124,32 @@ size_t arg_unescape(char *s, size_t len) {
     }
     return o;
 }
+
+/* A JSON string: quotes, backslashes and control bytes escaped; bytes that are not valid UTF-8
+ * become U+FFFD so the output always parses. */
+void arg_json_str(FILE *f, const char *p, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)p[i];
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c), i++;
+        else if (c == '\n') fputs("\\n", f), i++;
+        else if (c < 0x20 || c == 0x7F) fprintf(f, "\\u%04x", c), i++;
+        else if (c < 0x80) fputc(c, f), i++;
+        else {
+            size_t len = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+            int ok = len && i + len <= n;
+            for (size_t k = 1; ok && k < len; k++) ok = ((unsigned char)p[i + k] & 0xC0) == 0x80;
+            if (ok && len == 3) { /* no overlong forms, no surrogates */
+                unsigned b = (unsigned char)p[i + 1];
+                ok = !(c == 0xE0 && b < 0xA0) && !(c == 0xED && b >= 0xA0);
+            }
+            if (ok && len == 4) {
+                unsigned b = (unsigned char)p[i + 1];
+                ok = !(c == 0xF0 && b < 0x90) && !(c == 0xF4 && b >= 0x90);
+            }
+            if (ok) fwrite(p + i, 1, len, f), i += len;
+            else fputs("\\ufffd", f), i++;
+        }
+    }
+    fputc('"', f);
+}

@@ -6,6 +6,7 @@
 #define NB_CLI_ARGS_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 /* The value after flag argv[*i] (advances *i), or NULL with a message when it is missing. */
@@ -18,6 +19,9 @@ char *arg_read_file(const char *path, size_t *len);
 /* llama.cpp's prompt escapes (\n \r \t \' \" \\ \xHH), in place; returns the new length.
  * Unknown escapes stay as written. */
 size_t arg_unescape(char *s, size_t len);
+/* A JSON string of n bytes: quotes, backslashes and control bytes escaped, invalid UTF-8 as
+ * U+FFFD, so the output always parses. */
+void arg_json_str(FILE *f, const char *p, size_t n);
 /* Peak resident memory of this process, bytes. */
 uint64_t arg_peak_rss(void);
 /* Monotonic seconds. */

@@ -34,16 +34,7 @@ int ex_type_find(const char *name) {
     return -1;
 }
 
-void ex_json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f); /* our strings are UTF-8 we wrote, or names the GGUF reader validated */
-    }
-    fputc('"', f);
-}
+void ex_json_str(FILE *f, const char *s) { arg_json_str(f, s, strlen(s)); }
 
 void ex_json_num(FILE *f, double v) {
     char buf[48];

@@ -244,37 +244,8 @@ static void print_human(const summary *s, int tensors) {
 
 /* ----------------------------------------------------------------- JSON */
 
-/* A JSON string: quotes, backslashes and control bytes escaped; bytes that are not valid UTF-8
- * become U+FFFD so the output always parses. */
-static void json_str(FILE *f, const char *p, size_t n) {
-    fputc('"', f);
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)p[i];
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c), i++;
-        else if (c == '\n') fputs("\\n", f), i++;
-        else if (c < 0x20 || c == 0x7F) fprintf(f, "\\u%04x", c), i++;
-        else if (c < 0x80) fputc(c, f), i++;
-        else {
-            size_t len = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
-            int ok = len && i + len <= n;
-            for (size_t k = 1; ok && k < len; k++) ok = ((unsigned char)p[i + k] & 0xC0) == 0x80;
-            if (ok && len == 3) { /* no overlong forms, no surrogates */
-                unsigned b = (unsigned char)p[i + 1];
-                ok = !(c == 0xE0 && b < 0xA0) && !(c == 0xED && b >= 0xA0);
-            }
-            if (ok && len == 4) {
-                unsigned b = (unsigned char)p[i + 1];
-                ok = !(c == 0xF0 && b < 0x90) && !(c == 0xF4 && b >= 0x90);
-            }
-            if (ok) fwrite(p + i, 1, len, f), i += len;
-            else fputs("\\ufffd", f), i++;
-        }
-    }
-    fputc('"', f);
-}
-
 static void json_value(FILE *f, const nb_gguf_value *v) {
-    if (v->type == NB_GGUF_STRING) json_str(f, v->v.str.ptr, v->v.str.len);
+    if (v->type == NB_GGUF_STRING) arg_json_str(f, v->v.str.ptr, v->v.str.len);
     else if (v->type == NB_GGUF_ARRAY) {
         fprintf(f, "{\"array\": \"%s\", \"count\": %llu}", nb_gguf_vtype_name(v->v.arr.type),
                 (unsigned long long)v->v.arr.count);
@@ -285,25 +256,25 @@ static void json_value(FILE *f, const nb_gguf_value *v) {
 static void print_json(const summary *s) {
     const nb_gguf *g = s->g;
     printf("{\n  \"file\": ");
-    json_str(stdout, s->path, strlen(s->path));
+    arg_json_str(stdout, s->path, strlen(s->path));
     printf(",\n  \"file_bytes\": %llu, \"version\": %u, \"alignment\": %u, \"data_offset\": %llu,\n",
            (unsigned long long)nb_gguf_file_size(g), nb_gguf_version(g), nb_gguf_alignment(g),
            (unsigned long long)nb_gguf_data_offset(g));
     printf("  \"architecture\": ");
-    json_str(stdout, s->arch, strlen(s->arch));
+    arg_json_str(stdout, s->arch, strlen(s->arch));
     printf(", \"name\": ");
-    json_str(stdout, s->name, strlen(s->name));
+    arg_json_str(stdout, s->name, strlen(s->name));
     printf(", \"file_type\": ");
     if (s->has_ftype) printf("{\"id\": %u, \"name\": \"%s\"}", s->ftype, ftype_name(s->ftype));
     else printf("null");
     printf(",\n  \"vocab_size\": %llu, \"tokenizer\": ", (unsigned long long)s->vocab);
-    json_str(stdout, s->tokenizer, strlen(s->tokenizer));
+    arg_json_str(stdout, s->tokenizer, strlen(s->tokenizer));
     printf(",\n  \"metadata\": {");
     for (int64_t k = 0; k < nb_gguf_kv_count(g); k++) {
         nb_gguf_value v;
         nb_gguf_kv_value(g, k, &v);
         printf("%s\n    ", k ? "," : "");
-        json_str(stdout, nb_gguf_kv_key(g, k), strlen(nb_gguf_kv_key(g, k)));
+        arg_json_str(stdout, nb_gguf_kv_key(g, k), strlen(nb_gguf_kv_key(g, k)));
         printf(": ");
         json_value(stdout, &v);
     }
@@ -332,7 +303,7 @@ static void print_json(const summary *s) {
     for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) {
         const nb_gguf_tensor *t = nb_gguf_tensor_at(g, i);
         printf("%s\n    {\"name\": ", i ? "," : "");
-        json_str(stdout, t->name, strlen(t->name));
+        arg_json_str(stdout, t->name, strlen(t->name));
         printf(", \"type\": \"%s\", \"shape\": [", nb_type_name(t->type));
         for (int d = 0; d < t->n_dims; d++) printf("%s%lld", d ? ", " : "", (long long)t->ne[d]);
         printf("], \"bytes\": %llu, \"offset\": %llu, \"supported\": %s, \"fallback_from\": ",
