@@ -21,13 +21,25 @@ from nbctypes import Model, kl_rows, model_path  # noqa: E402
 TEXTS = [
     "The robot looked at the canvas for a long time before it picked up the brush. Painting, it had "
     "read, was mostly about seeing: the light on the water, the shadow under a leaf, the way a face "
-    "changes when someone laughs. It mixed blue and white on the palette and began with the sky.",
+    "changes when someone laughs. It mixed blue and white on the palette and began with the sky. The "
+    "first strokes were too careful, stiff lines that looked more like a diagram than a morning. So it "
+    "tried again, faster this time, letting the brush drag and skip across the rough paper, and the "
+    "clouds began to look like clouds. By noon it had painted the harbour, three boats, a gull that was "
+    "mostly a smudge, and a woman on the pier who was waving at someone the painting did not show.",
     "def quantize_block(x, scale):\n    q = [max(-8, min(7, round(v / scale))) for v in x]\n"
     "    return bytes((a & 15) | ((b & 15) << 4) for a, b in zip(q[:16], q[16:]))\n\n"
-    "for row in range(rows):\n    out[row] = sum(w * a for w, a in zip(weights[row], acts))\n",
+    "for row in range(rows):\n    out[row] = sum(w * a for w, a in zip(weights[row], acts))\n\n"
+    "class Painter:\n    def __init__(self, palette):\n        self.palette = dict(palette)\n"
+    "        self.strokes = []\n\n    def stroke(self, colour, x0, y0, x1, y1, width=2.0):\n"
+    "        if colour not in self.palette:\n            raise KeyError(f'no {colour!r} on the palette')\n"
+    "        self.strokes.append((self.palette[colour], (x0, y0), (x1, y1), width))\n"
+    "        return len(self.strokes)\n",
     "La mémoire d'un ordinateur se mesure en octets. Ein Byte hat acht Bit. "
     "一个字节有八个比特。 Байт состоит из восьми битов. 1バイトは8ビットです。 "
-    "Numbers: 3.14159, 2.71828, 1.41421; dates: 2026-11-29; emoji: 🤖🎨✨.",
+    "Numbers: 3.14159, 2.71828, 1.41421; dates: 2026-11-29; emoji: 🤖🎨✨. "
+    "El robot aprendió a pintar con paciencia: primero el cielo, después el mar y al final las montañas. "
+    "Η τεχνητή νοημοσύνη μαθαίνει από δεδομένα. मशीन धीरे-धीरे सीखती है। 로봇은 그림을 그리는 법을 배웠다. "
+    "Die Farben trocknen langsam, und der Roboter wartet geduldig auf das Licht des Morgens.",
 ]
 N_POS = 128  # positions per text
 
@@ -61,7 +73,7 @@ def main():
     tok_llm = Llama(model_path=path, vocab_only=True, verbose=False)
     seqs = [tok_llm.tokenize(t.encode(), add_bos=True)[:N_POS] for t in TEXTS]
     llm, ref = llama_logits(seqs, flash_attn=False)
-    _, ref_fa = llama_logits(seqs, flash_attn=True)
+    llm_fa, ref_fa = llama_logits(seqs, flash_attn=True)
     mine = []
     for toks in seqs:
         nb.reset()
@@ -103,31 +115,45 @@ def main():
     check("F32 KV cache close to F16", kf <= 2 * bound, f"KL(llama||nibble f32 kv) {kf:.6f}")
     nbf.close()
 
-    # Greedy continuations of 32 tokens from 10 prompts.
+    # Greedy continuations of 32 tokens from 10 prompts: nibble against llama.cpp, and llama.cpp's
+    # two attention paths against each other (its own spread).
     prompts = ["The capital of France is", "Once upon a time", "def fibonacci(n):", "The three primary colors are",
                "Water boils at", "In 1969, the first", "My favourite food is", "The quick brown fox",
                "To make a cup of tea,", "Robots are useful because"]
-    same = 0
-    for p in prompts:
-        toks = tok_llm.tokenize(p.encode(), add_bos=True)
-        want = []
-        llm.reset()
-        for t in llm.generate(toks, temp=0.0, top_k=1):
-            want.append(t)
-            if len(want) == 32 or t in (1, 106):
+
+    def llama_greedy(engine, toks):
+        out = []
+        engine.reset()
+        for t in engine.generate(toks, temp=0.0, top_k=1):
+            out.append(t)
+            if len(out) == 32 or t in (1, 106):
                 break
+        return out
+
+    def nibble_greedy(toks, n):
         nb.reset()
-        got, logits, seq = [], nb.eval(toks, all_logits=False), list(toks)
-        while len(got) < len(want):
+        got, logits = [], nb.eval(toks, all_logits=False)
+        while len(got) < n:
             t = int(logits[0].argmax())
             got.append(t)
             if t in (1, 106):
                 break
             logits = nb.eval([t], all_logits=False)
-        first = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), None)
-        print(f"  greedy '{p}': {'identical' if first is None else f'diverges at token {first}'}")
-        same += first is None
-    check("greedy continuations", same >= 9, f"{same}/10 identical over 32 tokens")
+        return got
+
+    same = same_self = 0
+    for p in prompts:
+        toks = tok_llm.tokenize(p.encode(), add_bos=True)
+        want = llama_greedy(llm, toks)
+        got, fa = nibble_greedy(toks, len(want)), llama_greedy(llm_fa, toks)
+        div = lambda a, b: next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+        d, dfa = div(want, got), div(want, fa)
+        print(f"  greedy '{p}': nibble {'identical' if d is None else f'diverges at token {d}'}, "
+              f"llama.cpp flash-attn {'identical' if dfa is None else f'diverges at token {dfa}'}")
+        same += d is None
+        same_self += dfa is None
+    print(f"greedy 32 tokens identical to llama.cpp: nibble {same}/10, llama.cpp flash-attn {same_self}/10")
+    check("greedy continuations", same >= min(9, same_self - 2), f"{same}/10 (llama.cpp's own spread: {same_self}/10)")
     nb.close()
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
