@@ -14,7 +14,7 @@
 
 typedef struct run_opts {
     const char *model, *prompt, *file, *system;
-    int n_predict, n_threads, n_ctx, n_batch, chat, kv_f32, no_escape, ignore_eos;
+    int n_predict, n_threads, n_ctx, n_batch, chat, kv_f32, no_escape, ignore_eos, verbose_prompt;
     nb_sampler_params sp;
 } run_opts;
 
@@ -46,7 +46,8 @@ static void usage(void) {
             "  --system TEXT      system text for --chat (goes before the first user turn)\n"
             "  --kv-f32           F32 KV cache (default F16)\n"
             "  --no-escape        take \\n, \\t, \\xHH ... in the prompt literally\n"
-            "  --ignore-eos       keep generating past end-of-turn/end-of-sequence (benchmarks)\n");
+            "  --ignore-eos       keep generating past end-of-turn/end-of-sequence (benchmarks)\n"
+            "  --verbose-prompt   print the token ids of every prompt (and chat turn) to stderr\n");
 }
 
 static int parse(int argc, char **argv, run_opts *o) {
@@ -79,6 +80,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         else if (!strcmp(a, "--kv-f32")) o->kv_f32 = 1;
         else if (!strcmp(a, "--no-escape")) o->no_escape = 1;
         else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
+        else if (!strcmp(a, "--verbose-prompt")) o->verbose_prompt = 1;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage();
             return 0;
@@ -143,6 +145,11 @@ static int turn(run_state *r, const run_opts *o, const char *text, size_t len, i
         fprintf(stderr, "nibble run: the prompt is %zu tokens but only %d of the context (-c %d) are left; use a larger -c\n",
                 n, room, nb_ctx_n_ctx(r->ctx));
         return 1;
+    }
+    if (o->verbose_prompt) {
+        fprintf(stderr, "prompt tokens (%zu):", n);
+        for (size_t i = 0; i < n; i++) fprintf(stderr, " %d", r->ids[i]);
+        fputc('\n', stderr);
     }
     for (size_t i = 0; i < n; i++) nb_sampler_accept(r->smp, r->ids[i]);
     double t0 = arg_now();

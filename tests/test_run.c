@@ -1,0 +1,179 @@
+/*
+ * test_run.c: the runtime through its public API and the `nibble run` command on the default
+ * model: thread-count invariance of sampled text, context limits, chat turns, bad input.
+ * Skips (saying so) when the model is absent; `make test` fetches it first.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nibble.h"
+#include "test.h"
+
+static const char *MODEL = "models/gemma-3-270m-q4_k_m.gguf";
+static const char *BIN = "build/nibble";
+
+static int have_model(void) { return access(MODEL, R_OK) == 0; }
+
+/* Runs a shell command; stdout into out (NUL-terminated), returns the exit status. */
+static int sh(const char *cmd, char *out, size_t cap) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST(same_seed_same_text_any_thread_count) {
+    if (!have_model()) SKIP("model %s absent", MODEL);
+    static char a[8192], b[8192], c[8192];
+    char cmd[512];
+    const char *args = "-p 'The robot picked up the brush and' -n 24 --seed 7 2>/dev/null";
+    snprintf(cmd, sizeof cmd, "%s run -m %s -t 1 %s", BIN, MODEL, args);
+    CHECK(sh(cmd, a, sizeof a) == 0, "run -t 1 failed");
+    snprintf(cmd, sizeof cmd, "%s run -m %s -t 2 %s", BIN, MODEL, args);
+    CHECK(sh(cmd, b, sizeof b) == 0, "run -t 2 failed");
+    CHECK(!strcmp(a, b), "seeded text differs between 1 and 2 threads:\n%s\n---\n%s", a, b);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -t 2 -p 'The robot picked up the brush and' -n 24 --seed 8 2>/dev/null",
+             BIN, MODEL);
+    CHECK(sh(cmd, c, sizeof c) == 0, "run --seed 8 failed");
+    CHECK(strcmp(a, c) != 0, "seeds 7 and 8 gave the same 24 sampled tokens: %s", a);
+    CHECK(strlen(a) > strlen("The robot picked up the brush and") + 10, "no text generated: %s", a);
+}
+
+TEST(prompt_longer_than_context_is_refused) {
+    if (!have_model()) SKIP("model %s absent", MODEL);
+    char cmd[512], out[4096];
+    snprintf(cmd, sizeof cmd,
+             "%s run -m %s -c 8 -p 'one two three four five six seven eight nine ten eleven' -n 4 2>&1 >/dev/null", BIN,
+             MODEL);
+    int rc = sh(cmd, out, sizeof out);
+    CHECK(rc == 1, "exit %d, want 1", rc);
+    CHECK(strstr(out, "context") && strstr(out, "-c"), "message should name the context and -c: %s", out);
+}
+
+TEST(generation_stops_at_full_context) {
+    if (!have_model()) SKIP("model %s absent", MODEL);
+    char cmd[512], out[4096];
+    snprintf(cmd, sizeof cmd, "%s run -m %s -c 16 -p 'Once upon a time' -n 100 --ignore-eos --temp 0 2>&1 >/dev/null",
+             BIN, MODEL);
+    int rc = sh(cmd, out, sizeof out);
+    CHECK(rc == 0, "exit %d", rc);
+    CHECK(strstr(out, "context of 16 tokens is full") != NULL, "no full-context message: %s", out);
+}
+
+/* Appends the ids of text (special tokens parsed) to buf as " id id ...". */
+static void ids_of(const nb_model *m, const char *text, int add_bos, char *buf, size_t cap) {
+    int32_t ids[256];
+    size_t n = 0;
+    nb_tokenize(nb_model_tokenizer(m), text, strlen(text), add_bos, 1, ids, 256, &n);
+    for (size_t i = 0; i < n && i < 256; i++) snprintf(buf + strlen(buf), cap - strlen(buf), " %d", ids[i]);
+}
+
+/* The default model is a base (not instruction-tuned) model, so its answers are not checked; the
+ * turns are: Gemma's template, the system text and a blank line in front of the first user text,
+ * each model turn closed before the next user turn, BOS only once. */
+TEST(chat_turns_from_stdin) {
+    if (!have_model()) SKIP("model %s absent", MODEL);
+    nb_model *m;
+    CHECK(nb_model_load(MODEL, &m) == NB_OK, "load: %s", nb_last_error());
+    char want1[2048] = "", want2[2048] = "";
+    ids_of(m, "<start_of_turn>user\nBe brief.\n\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n", 1,
+           want1, sizeof want1);
+    ids_of(m, "<end_of_turn>\n<start_of_turn>user\nAnd of Italy?<end_of_turn>\n<start_of_turn>model\n", 0, want2,
+           sizeof want2);
+    nb_model_free(m);
+    char cmd[512], out[8192];
+    snprintf(cmd, sizeof cmd,
+             "printf 'What is the capital of France?\\n\\nAnd of Italy?\\n' | %s run -m %s --chat --temp 0 -n 8 "
+             "--system 'Be brief.' --verbose-prompt 2>&1 >/dev/null",
+             BIN, MODEL);
+    int rc = sh(cmd, out, sizeof out);
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    char *l1 = strstr(out, "prompt tokens"), *l2 = l1 ? strstr(l1 + 1, "prompt tokens") : NULL;
+    CHECK(l1 && l2, "two turns expected: %s", out);
+    if (!l1 || !l2) return;
+    *strchr(l1, '\n') = '\0';
+    *strchr(l2, '\n') = '\0';
+    CHECK(!strcmp(strchr(l1, ':') + 1, want1), "turn 1 ids\n%s\nwant\n%s", strchr(l1, ':') + 1, want1);
+    CHECK(!strcmp(strchr(l2, ':') + 1, want2), "turn 2 ids\n%s\nwant\n%s", strchr(l2, ':') + 1, want2);
+}
+
+TEST(bad_flags_exit_2) {
+    char cmd[512], out[4096];
+    const char *bad[] = {"--temp x", "-n", "--top-p 2", "-c 0", "--bogus", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s run -m %s -p hi %s 2>&1", BIN, MODEL, bad[i]);
+        if (!*bad[i]) snprintf(cmd, sizeof cmd, "%s run -p hi 2>&1", BIN); /* no -m */
+        int rc = sh(cmd, out, sizeof out);
+        CHECK(rc == 2, "'%s' exited %d, want 2 (%s)", bad[i], rc, out);
+    }
+    snprintf(cmd, sizeof cmd, "%s run -m /nonexistent.gguf -p hi 2>&1", BIN);
+    CHECK(sh(cmd, out, sizeof out) == 1 && strstr(out, "/nonexistent.gguf"), "missing model: %s", out);
+}
+
+TEST(api_eval_limits_and_logits) {
+    if (!have_model()) SKIP("model %s absent", MODEL);
+    nb_model *m;
+    CHECK(nb_model_load(MODEL, &m) == NB_OK, "load: %s", nb_last_error());
+    nb_ctx_params p = nb_ctx_default_params();
+    p.n_ctx = 8;
+    p.n_threads = 2;
+    nb_ctx *c;
+    CHECK(nb_ctx_create(m, &p, &c) == NB_OK, "ctx: %s", nb_last_error());
+    const int n_vocab = nb_model_get_info(m)->n_vocab;
+    float *logits = malloc(sizeof(float) * (size_t)n_vocab * 8);
+    int32_t toks[9] = {2, 818, 5279, 529, 7001, 563, 506, 5279, 529};
+    CHECK(nb_ctx_eval(c, toks, 9, logits, 0) == NB_ERR_RANGE, "9 tokens into a context of 8 must be refused");
+    CHECK(nb_ctx_pos(c) == 0, "a refused eval changes nothing");
+    int32_t bad = n_vocab;
+    CHECK(nb_ctx_eval(c, &bad, 1, logits, 0) == NB_ERR_RANGE && strstr(nb_last_error(), "vocabulary"),
+          "a token outside the vocabulary: %s", nb_last_error());
+    /* all logits of 4 tokens in one call equal the last logits of the same tokens fed one by one */
+    CHECK(nb_ctx_eval(c, toks, 4, logits, 1) == NB_OK, "eval: %s", nb_last_error());
+    nb_ctx_reset(c);
+    float *one = malloc(sizeof(float) * (size_t)n_vocab);
+    double worst = 0;
+    for (int i = 0; i < 4; i++) {
+        CHECK(nb_ctx_eval(c, toks + i, 1, one, 0) == NB_OK, "eval one: %s", nb_last_error());
+        for (int v = 0; v < n_vocab; v++) {
+            double d = fabs(one[v] - logits[(size_t)i * n_vocab + v]);
+            worst = d > worst ? d : worst;
+        }
+    }
+    /* batch and single-token paths quantize the same activation rows: same numbers up to the
+     * GEMM/GEMV float summation order */
+    CHECK(worst < 1e-3, "batched and one-by-one logits differ by %g", worst);
+    free(one);
+    free(logits);
+    nb_ctx_free(c);
+    nb_model_free(m);
+}
+
+TEST(unknown_architecture_refused_by_name) {
+    nb_gguf_writer *w;
+    CHECK(nb_gguf_writer_create(&w) == NB_OK, "writer");
+    nb_gguf_writer_set_string(w, "general.architecture", "mamba9");
+    const char *path = "build/tests/arch.gguf";
+    CHECK(nb_gguf_writer_write(w, path) == NB_OK, "write: %s", nb_last_error());
+    nb_gguf_writer_free(w);
+    nb_model *m = NULL;
+    nb_status s = nb_model_load(path, &m);
+    CHECK(s == NB_ERR_UNSUPPORTED && strstr(nb_last_error(), "mamba9"), "got %d: %s", s, nb_last_error());
+    remove(path);
+}
+
+int main(void) {
+    RUN(same_seed_same_text_any_thread_count);
+    RUN(prompt_longer_than_context_is_refused);
+    RUN(generation_stops_at_full_context);
+    RUN(chat_turns_from_stdin);
+    RUN(bad_flags_exit_2);
+    RUN(api_eval_limits_and_logits);
+    RUN(unknown_architecture_refused_by_name);
+    return test_summary();
+}
