@@ -12,16 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "nibble.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -71,9 +65,9 @@ static stat stream_gbs(nb_pool *pool, int reps) {
     j.buf = buf;
     double v[32];
     for (int r = 0; r < reps; r++) {
-        double t = now_s();
+        double t = arg_now();
         nb_pool_for(pool, (int64_t)(bytes / 64), 4096, stream_part, &j);
-        v[r] = (double)bytes / (now_s() - t) / 1e9;
+        v[r] = (double)bytes / (arg_now() - t) / 1e9;
     }
     free(buf);
     return stats(v, reps);
@@ -135,9 +129,9 @@ static int bench_type(nb_pool *pool, int type, int reps, row *out) {
     if (!w || !x || !y) return free(w), free(x), free(y), 0;
     nb_matmul(pool, type, w, gv_out, gv_in, x, 1, y); /* warm: pages, scratch */
     for (int r = 0; r < reps; r++) {
-        double t = now_s();
+        double t = arg_now();
         nb_matmul(pool, type, w, gv_out, gv_in, x, 1, y);
-        v[r] = (double)bytes / (now_s() - t) / 1e9;
+        v[r] = (double)bytes / (arg_now() - t) / 1e9;
     }
     out->gemv = stats(v, reps);
     free(w);
@@ -146,17 +140,17 @@ static int bench_type(nb_pool *pool, int type, int reps, row *out) {
     nb_matmul(pool, type, w, gm_n, gm_n, x, gm_tok, y);
     int gr = reps < 3 ? reps : 3;
     for (int r = 0; r < gr; r++) {
-        double t = now_s();
+        double t = arg_now();
         nb_matmul(pool, type, w, gm_n, gm_n, x, gm_tok, y);
-        v[r] = 2.0 * (double)gm_n * (double)gm_n * (double)gm_tok / (now_s() - t) / 1e9;
+        v[r] = 2.0 * (double)gm_n * (double)gm_n * (double)gm_tok / (arg_now() - t) / 1e9;
     }
     out->gemm = stats(v, gr);
     /* activation quantization alone: a 1-row matmul is dominated by it (n_in = 4096, 0 rows
      * would skip it), so time a 4-row one on 512 tokens and subtract nothing: an upper bound */
     for (int r = 0; r < gr; r++) {
-        double t = now_s();
+        double t = arg_now();
         nb_matmul(pool, type, w, 4, gm_n, x, gm_tok, y);
-        v[r] = (now_s() - t) * 1e3;
+        v[r] = (arg_now() - t) * 1e3;
     }
     out->quant_ms = stats(v, gr);
     free(w), free(x), free(y);

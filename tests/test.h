@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 static int test_failed_checks, test_passed, test_failed, test_skipped, test_skip_current;
 static const char *test_current;
@@ -54,6 +55,17 @@ static inline void test_run(const char *name, void (*fn)(void)) {
         test_failed++;
         printf("FAILED: %s (%d checks)\n", name, test_failed_checks - before);
     }
+}
+
+/* Runs a shell command with its stdout into out (NUL-terminated, at most cap-1 bytes); returns
+ * its exit status, or -1 when it did not exit normally. Tests of the CLI use it. */
+static inline int test_sh(const char *cmd, char *out, size_t cap) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static inline int test_summary(void) {

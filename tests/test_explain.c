@@ -235,12 +235,7 @@ TEST(e2m1_nearest_matches_encoder) {
 static int run(char *buf, size_t cap, const char *args) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", nibble_bin, args);
-    FILE *f = popen(cmd, "r");
-    if (!f) return -1;
-    size_t n = fread(buf, 1, cap - 1, f);
-    buf[n] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return test_sh(cmd, buf, cap);
 }
 
 /* The number after the n-th occurrence of "key": in json (NAN when absent). */

@@ -536,12 +536,7 @@ static char nibble_bin[512];
 static int inspect(const char *args, char *out, size_t cap) {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "%s inspect %s 2>&1", nibble_bin, args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return test_sh(cmd, out, cap);
 }
 
 TEST(inspect_cli) {

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "nibble.h"
@@ -18,29 +17,19 @@ static const char *BIN = "build/nibble";
 
 static int have_model(void) { return access(MODEL, R_OK) == 0; }
 
-/* Runs a shell command; stdout into out (NUL-terminated), returns the exit status. */
-static int sh(const char *cmd, char *out, size_t cap) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 TEST(same_seed_same_text_any_thread_count) {
     if (!have_model()) SKIP("model %s absent", MODEL);
     static char a[8192], b[8192], c[8192];
     char cmd[512];
     const char *args = "-p 'The robot picked up the brush and' -n 24 --seed 7 2>/dev/null";
     snprintf(cmd, sizeof cmd, "%s run -m %s -t 1 %s", BIN, MODEL, args);
-    CHECK(sh(cmd, a, sizeof a) == 0, "run -t 1 failed");
+    CHECK(test_sh(cmd, a, sizeof a) == 0, "run -t 1 failed");
     snprintf(cmd, sizeof cmd, "%s run -m %s -t 2 %s", BIN, MODEL, args);
-    CHECK(sh(cmd, b, sizeof b) == 0, "run -t 2 failed");
+    CHECK(test_sh(cmd, b, sizeof b) == 0, "run -t 2 failed");
     CHECK(!strcmp(a, b), "seeded text differs between 1 and 2 threads:\n%s\n---\n%s", a, b);
     snprintf(cmd, sizeof cmd, "%s run -m %s -t 2 -p 'The robot picked up the brush and' -n 24 --seed 8 2>/dev/null",
              BIN, MODEL);
-    CHECK(sh(cmd, c, sizeof c) == 0, "run --seed 8 failed");
+    CHECK(test_sh(cmd, c, sizeof c) == 0, "run --seed 8 failed");
     CHECK(strcmp(a, c) != 0, "seeds 7 and 8 gave the same 24 sampled tokens: %s", a);
     CHECK(strlen(a) > strlen("The robot picked up the brush and") + 10, "no text generated: %s", a);
 }
@@ -51,7 +40,7 @@ TEST(prompt_longer_than_context_is_refused) {
     snprintf(cmd, sizeof cmd,
              "%s run -m %s -c 8 -p 'one two three four five six seven eight nine ten eleven' -n 4 2>&1 >/dev/null", BIN,
              MODEL);
-    int rc = sh(cmd, out, sizeof out);
+    int rc = test_sh(cmd, out, sizeof out);
     CHECK(rc == 1, "exit %d, want 1", rc);
     CHECK(strstr(out, "context") && strstr(out, "-c"), "message should name the context and -c: %s", out);
 }
@@ -61,7 +50,7 @@ TEST(generation_stops_at_full_context) {
     char cmd[512], out[4096];
     snprintf(cmd, sizeof cmd, "%s run -m %s -c 16 -p 'Once upon a time' -n 100 --ignore-eos --temp 0 2>&1 >/dev/null",
              BIN, MODEL);
-    int rc = sh(cmd, out, sizeof out);
+    int rc = test_sh(cmd, out, sizeof out);
     CHECK(rc == 0, "exit %d", rc);
     CHECK(strstr(out, "context of 16 tokens is full") != NULL, "no full-context message: %s", out);
 }
@@ -92,7 +81,7 @@ TEST(chat_turns_from_stdin) {
              "printf 'What is the capital of France?\\n\\nAnd of Italy?\\n' | %s run -m %s --chat --temp 0 -n 8 "
              "--system 'Be brief.' --verbose-prompt 2>&1 >/dev/null",
              BIN, MODEL);
-    int rc = sh(cmd, out, sizeof out);
+    int rc = test_sh(cmd, out, sizeof out);
     CHECK(rc == 0, "exit %d: %s", rc, out);
     char *l1 = strstr(out, "prompt tokens"), *l2 = l1 ? strstr(l1 + 1, "prompt tokens") : NULL;
     CHECK(l1 && l2, "two turns expected: %s", out);
@@ -109,11 +98,11 @@ TEST(bad_flags_exit_2) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(cmd, sizeof cmd, "%s run -m %s -p hi %s 2>&1", BIN, MODEL, bad[i]);
         if (!*bad[i]) snprintf(cmd, sizeof cmd, "%s run -p hi 2>&1", BIN); /* no -m */
-        int rc = sh(cmd, out, sizeof out);
+        int rc = test_sh(cmd, out, sizeof out);
         CHECK(rc == 2, "'%s' exited %d, want 2 (%s)", bad[i], rc, out);
     }
     snprintf(cmd, sizeof cmd, "%s run -m /nonexistent.gguf -p hi 2>&1", BIN);
-    CHECK(sh(cmd, out, sizeof out) == 1 && strstr(out, "/nonexistent.gguf"), "missing model: %s", out);
+    CHECK(test_sh(cmd, out, sizeof out) == 1 && strstr(out, "/nonexistent.gguf"), "missing model: %s", out);
 }
 
 TEST(api_eval_limits_and_logits) {
