@@ -155,18 +155,18 @@ def table(results, ctxs):
 def targets(results, ctxs):
     by = {r["name"]: r for r in results if "error" not in r}
     out = []
-    c = str(ctxs[0])
     for fam in ("mxfp4", "nvfp4"):
         ref, best = by.get(fam + "-ref"), by.get(fam + "-best")
-        if not (ref and best and ref["ppl"].get(c) and best["ppl"].get(c)):
-            out.append(f"- {fam.upper()} best vs ref: not measured (a variant is missing).")
-            continue
-        a, b = ref["ppl"][c]["kld"], best["ppl"][c]["kld"]
-        cut = 1 - b / a
-        same = abs(ref["mib"] - best["mib"]) < 1e-6
-        out.append(f"- {fam.upper()} `best` vs `ref` at window {c}: mean KLD {a:.5f} → {b:.5f}, "
-                   f"{100 * cut:+.1f} % lower ({'met' if cut >= 0.10 else 'NOT met'}: target ≥ 10 %); "
-                   f"sizes {ref['mib']:.2f} and {best['mib']:.2f} MiB ({'identical' if same else 'DIFFERENT'}).")
+        for c in map(str, ctxs):
+            if not (ref and best and ref["ppl"].get(c) and best["ppl"].get(c)):
+                out.append(f"- {fam.upper()} best vs ref at window {c}: not measured (a variant is missing).")
+                continue
+            a, b = ref["ppl"][c]["kld"], best["ppl"][c]["kld"]
+            cut = 1 - b / a
+            same = abs(ref["mib"] - best["mib"]) < 1e-6
+            out.append(f"- {fam.upper()} `best` vs `ref` at window {c}: mean KLD {a:.5f} → {b:.5f}, "
+                       f"{100 * cut:+.1f} % lower ({'met' if cut >= 0.10 else 'NOT met'}: target ≥ 10 %); "
+                       f"sizes {ref['mib']:.2f} and {best['mib']:.2f} MiB ({'identical' if same else 'DIFFERENT'}).")
     base = by.get("base")
     for name in ("mxfp4-best", "nvfp4-best", "mxfp4-ref", "nvfp4-ref"):
         v = by.get(name)
@@ -178,12 +178,20 @@ def targets(results, ctxs):
     return "\n".join(out)
 
 
+def reused(meta):
+    m = meta.get("measured_ppl")
+    if not m:
+        return ""
+    return (f" Perplexity and KLD columns reused (--reuse) from `{m['command']}` of {m['date']} at `{m['commit']}` "
+            f"({m['minutes']:.1f} minutes, load average {m['load']}).")
+
+
 def write_doc(results, meta, ctxs):
     body = [BEGIN, "",
             f"Measured {meta['date']} at commit `{meta['commit']}` on {meta['machine']}, {meta['threads']} threads; "
             f"load average at the start {meta['load']} (other work shared the cores, so speeds are indicative). "
             f"Text: {meta['text']}; windows: {meta['chunks']}; speeds: best of {meta['speed_runs']} runs. "
-            f"Command: `{meta['command']}` ({meta['minutes']:.1f} minutes).", "",
+            f"Command: `{meta['command']}` ({meta['minutes']:.1f} minutes)." + reused(meta), "",
             table(results, ctxs), "", "Targets:", "", targets(results, ctxs), "", END]
     text = open(DOC, encoding="utf-8").read() if os.path.exists(DOC) else ""
     if BEGIN in text and END in text:
@@ -219,9 +227,11 @@ def main():
     ctxs = [c for c in (512, 2048) if chunks[c] > 0]
     base_bpw = bits_per_weight(nibble, base)
     only = set(filter(None, a.only.split(",")))
-    old = {}
+    old, old_meta = {}, None
     if a.reuse and os.path.exists(os.path.join(GRID, "results.json")):
-        old = {r["name"]: r for r in json.load(open(os.path.join(GRID, "results.json")))["results"] if "error" not in r}
+        prev = json.load(open(os.path.join(GRID, "results.json")))
+        old = {r["name"]: r for r in prev["results"] if "error" not in r}
+        old_meta = prev["meta"].get("measured_ppl", prev["meta"])
     results = []
     for name, qargs, what in VARIANTS:
         if only and name != "base" and name not in only:
@@ -256,6 +266,8 @@ def main():
             r["error"] = str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
             print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
     commit = sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).stdout.strip() or "unknown"
+    if sh(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"]).stdout.strip():
+        commit += " + uncommitted changes"
     meta = {"date": datetime.date.today().isoformat(), "commit": commit,
             "machine": f"{cpu_name()}, {os.cpu_count()} CPUs",
             "threads": a.threads, "load": load, "minutes": (time.time() - t_start) / 60,
@@ -263,6 +275,8 @@ def main():
             "chunks": ", ".join(f"{chunks[c]} × {c} tokens ({chunks[c] * (c - 1 - c // 2)} scored positions)"
                                 for c in ctxs),
             "speed_runs": a.speed_runs, "command": "make grid" + (f" GRID_ARGS='{' '.join(sys.argv[1:])}'" if sys.argv[1:] else "")}
+    if old_meta:  # say where reused numbers come from, and keep that through later reuses
+        meta["measured_ppl"] = {k: old_meta[k] for k in ("date", "commit", "load", "minutes", "command")}
     with open(os.path.join(GRID, "results.json"), "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=1)
     write_doc(results, meta, ctxs)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetches the evaluation text for `nibble perplexity` and `make grid`: The Jargon File 4.4.7
 # (Eric S. Raymond et al., public domain), plain text as Debian's package jargon-text ships it
-# (/usr/share/doc/jargon-text/jargon.txt.gz, 1.68 MB, about 420k Gemma 3 tokens). Writes
+# (/usr/share/doc/jargon-text/jargon.txt.gz, 1.68 MB, 424,327 Gemma 3 tokens). Writes
 # models/jargon-4.4.7.txt (ignored by git) and prints its path; a second run reuses the file.
 # No root needed: `apt-get download` fetches the .deb into a temporary folder and dpkg-deb unpacks
 # it there (an installed copy of the package is used directly). As root, an empty package list is
