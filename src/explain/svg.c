@@ -3,17 +3,17 @@
  */
 #include "explain/svg.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "base/atomic.h"
 
 struct nb_svg {
-    FILE *f;
-    char *path, *tmp;
+    nb_atomic_file out; /* the SVG goes to a temporary file renamed when complete */
+    FILE *f;            /* out.f */
 };
 
 /* Coordinates: two decimals, and never "nan"/"inf", which would not parse as SVG lengths. */
@@ -23,19 +23,13 @@ nb_status nb_svg_begin(const char *path, double width, double height, nb_svg **o
     *out = NULL;
     if (!path || !*path) return nb_fail(NB_ERR_INVALID_ARG, "svg: empty output path");
     nb_svg *s = calloc(1, sizeof *s);
-    size_t n = strlen(path) + 32;
-    if (!s || !(s->path = strdup(path)) || !(s->tmp = malloc(n))) {
-        if (s) free(s->path);
+    if (!s) return nb_fail(NB_ERR_NOMEM, "svg: out of memory for '%s'", path);
+    nb_status st = nb_atomic_open(&s->out, path, "svg");
+    if (st) {
         free(s);
-        return nb_fail(NB_ERR_NOMEM, "svg: out of memory for '%s'", path);
-    }
-    snprintf(s->tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    s->f = fopen(s->tmp, "wb");
-    if (!s->f) {
-        nb_status st = nb_fail(NB_ERR_IO, "svg: cannot create '%s': %s", s->tmp, strerror(errno));
-        free(s->tmp), free(s->path), free(s);
         return st;
     }
+    s->f = s->out.f;
     fprintf(s->f,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%.0f\" height=\"%.0f\" "
@@ -94,27 +88,17 @@ void nb_svg_text(nb_svg *s, double x, double y, double size, const char *anchor,
     fputs("</text>\n", s->f);
 }
 
-static void release(nb_svg *s) {
-    free(s->tmp), free(s->path), free(s);
-}
-
 nb_status nb_svg_end(nb_svg *s) {
     fputs("</svg>\n", s->f);
-    int bad = ferror(s->f);
-    bad |= fclose(s->f) != 0;
-    if (bad || rename(s->tmp, s->path)) {
-        nb_status st = nb_fail(NB_ERR_IO, "svg: cannot write '%s': %s", s->path, strerror(errno));
-        remove(s->tmp);
-        release(s);
-        return st;
-    }
-    release(s);
-    return NB_OK;
+    nb_status st = ferror(s->f) ? nb_fail(NB_ERR_IO, "svg: cannot write '%s'", s->out.path) : NB_OK;
+    if (st) nb_atomic_abort(&s->out);
+    else st = nb_atomic_commit(&s->out, "svg");
+    free(s);
+    return st;
 }
 
 void nb_svg_abort(nb_svg *s) {
     if (!s) return;
-    fclose(s->f);
-    remove(s->tmp);
-    release(s);
+    nb_atomic_abort(&s->out);
+    free(s);
 }

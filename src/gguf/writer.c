@@ -2,15 +2,14 @@
  * writer.c: writes GGUF v3 (layout in gguf.h). Metadata is encoded when it is set, so a value the
  * caller frees afterwards is safe; tensor data is borrowed until write. Each tensor starts at a
  * multiple of the alignment and is padded with zeros up to the next one, as ggml writes files.
- * The file goes to `path.tmp.XXXXXX` beside the target and is renamed over it only when every byte
+ * The file goes to `path.tmp.XXXXXX` beside the target (src/base/atomic.h) and is renamed over it only when every byte
  * is written and synced: an interrupted or failed write leaves the old file untouched.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "base/atomic.h"
 #include "base/checked.h"
 #include "base/error.h"
 #include "formats/types.h"
@@ -336,41 +335,19 @@ nb_status nb_gguf_writer_write(nb_gguf_writer *w, const char *path) {
         free(head.p);
         return s;
     }
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + sizeof ".tmp.XXXXXX");
-    if (!tmp) {
-        free(head.p);
-        return nb_fail(NB_ERR_NOMEM, "gguf writer: temporary name for '%s'", path);
-    }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        s = nb_fail(NB_ERR_IO, "gguf writer: cannot create a temporary file beside '%s': %s", path, strerror(errno));
-        free(tmp);
+    nb_atomic_file out;
+    if ((s = nb_atomic_open(&out, path, "gguf writer"))) {
         free(head.p);
         return s;
     }
-    fchmod(fd, 0644); /* mkstemp makes 0600; a model file is meant to be shared */
-    FILE *f = fdopen(fd, "wb");
-    int ok = f != NULL;
-    if (ok) ok = write_padded(f, head.p, head.len, 1);
-    for (size_t i = 0; i < w->n_t && ok; i++) ok = write_padded(f, w->t[i].data, w->t[i].size, align);
-    if (ok) ok = fflush(f) == 0 && fsync(fd) == 0;
-    int err = ok ? 0 : errno;
-    if (f ? fclose(f) != 0 : close(fd) != 0) {
-        if (ok) err = errno;
-        ok = 0;
+    int ok = write_padded(out.f, head.p, head.len, 1);
+    for (size_t i = 0; i < w->n_t && ok; i++) ok = write_padded(out.f, w->t[i].data, w->t[i].size, align);
+    if (ok) {
+        s = nb_atomic_commit(&out, "gguf writer");
+    } else {
+        s = nb_fail(NB_ERR_IO, "gguf writer: writing '%s' failed: %s", path, strerror(errno));
+        nb_atomic_abort(&out);
     }
-    if (ok && rename(tmp, path) != 0) {
-        err = errno;
-        ok = 0;
-    }
-    if (!ok) {
-        unlink(tmp);
-        s = nb_fail(NB_ERR_IO, "gguf writer: writing '%s' failed: %s", path, strerror(err));
-    }
-    free(tmp);
     free(head.p);
     return s;
 }

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "base/checked.h"
 #include "base/error.h"
@@ -61,28 +60,13 @@ nb_status nb_lprob_create(const char *path, const nb_lprob_header *h, const int3
     if (s) return s;
     nb_lprob_file *w;
     if ((s = alloc_file(h, &w))) return s;
-    size_t plen = strlen(path);
-    w->path = strdup(path);
-    w->tmp = malloc(plen + sizeof ".tmp.XXXXXX");
-    if (!w->path || !w->tmp) {
+    if (!(w->path = strdup(path))) {
         nb_lprob_close(w);
-        return nb_fail(NB_ERR_NOMEM, "logprobs: names for '%s'", path);
+        return nb_fail(NB_ERR_NOMEM, "logprobs: name '%s'", path);
     }
-    memcpy(w->tmp, path, plen);
-    memcpy(w->tmp + plen, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
-    int fd = mkstemp(w->tmp);
-    if (fd < 0) {
-        s = nb_fail(NB_ERR_IO, "logprobs: cannot create a temporary file beside '%s': %s", path, strerror(errno));
-        free(w->tmp);
-        w->tmp = NULL; /* nothing to remove */
+    if ((s = nb_atomic_open(&w->out, path, "logprobs"))) {
         nb_lprob_close(w);
         return s;
-    }
-    fchmod(fd, 0644); /* mkstemp makes 0600; the file is meant to be shared like its model */
-    if (!(w->f = fdopen(fd, "wb"))) {
-        close(fd);
-        nb_lprob_close(w);
-        return nb_fail(NB_ERR_IO, "logprobs: fdopen for '%s' failed", path);
     }
     uint8_t head[NB_LPROB_HEADER_BYTES] = {0};
     memcpy(head, NB_LPROB_MAGIC, 8);
@@ -93,7 +77,8 @@ nb_status nb_lprob_create(const char *path, const nb_lprob_header *h, const int3
     put_u32(head + 24, (uint32_t)h->top_k);
     put_u32(head + 28, (uint32_t)h->first);
     const size_t n_tok = (size_t)h->n_chunks * (size_t)h->n_ctx;
-    if (fwrite(head, 1, sizeof head, w->f) != sizeof head || fwrite(tokens, sizeof(int32_t), n_tok, w->f) != n_tok) {
+    if (fwrite(head, 1, sizeof head, w->out.f) != sizeof head ||
+        fwrite(tokens, sizeof(int32_t), n_tok, w->out.f) != n_tok) {
         s = nb_fail(NB_ERR_IO, "logprobs: writing the header of '%s': %s", path, strerror(errno));
         nb_lprob_close(w);
         return s;
@@ -103,7 +88,7 @@ nb_status nb_lprob_create(const char *path, const nb_lprob_header *h, const int3
 }
 
 nb_status nb_lprob_write(nb_lprob_file *w, const nb_lprob_record *r) {
-    if (!w || !w->tmp || !r) return nb_fail(NB_ERR_INVALID_ARG, "logprobs: write on a NULL or read-only file");
+    if (!w || !w->out.f || !r) return nb_fail(NB_ERR_INVALID_ARG, "logprobs: write on a NULL or read-only file");
     if (w->next >= total_records(&w->h))
         return nb_fail(NB_ERR_RANGE, "logprobs: '%s' already holds all %lld records", w->path,
                        (long long)total_records(&w->h));
@@ -115,7 +100,7 @@ nb_status nb_lprob_write(nb_lprob_file *w, const nb_lprob_record *r) {
         put_u32(w->buf + 24 + 8 * (size_t)k, r->top[k].id);
         memcpy(w->buf + 28 + 8 * (size_t)k, &r->top[k].logprob, 4);
     }
-    if (fwrite(w->buf, 1, w->rec_bytes, w->f) != w->rec_bytes)
+    if (fwrite(w->buf, 1, w->rec_bytes, w->out.f) != w->rec_bytes)
         return nb_fail(NB_ERR_IO, "logprobs: writing record %lld of '%s': %s", (long long)w->next, w->path,
                        strerror(errno));
     w->next++;
@@ -123,22 +108,13 @@ nb_status nb_lprob_write(nb_lprob_file *w, const nb_lprob_record *r) {
 }
 
 nb_status nb_lprob_finish(nb_lprob_file *w) {
-    if (!w || !w->tmp) return nb_fail(NB_ERR_INVALID_ARG, "logprobs: finish on a NULL or read-only file");
-    nb_status s = NB_OK;
-    if (w->next != total_records(&w->h)) {
+    if (!w || !w->out.f) return nb_fail(NB_ERR_INVALID_ARG, "logprobs: finish on a NULL or read-only file");
+    nb_status s;
+    if (w->next != total_records(&w->h))
         s = nb_fail(NB_ERR_RANGE, "logprobs: '%s' got %lld of its %lld records", w->path, (long long)w->next,
                     (long long)total_records(&w->h));
-    } else {
-        int ok = fflush(w->f) == 0 && fsync(fileno(w->f)) == 0;
-        ok = (fclose(w->f) == 0) && ok;
-        w->f = NULL;
-        if (!ok || rename(w->tmp, w->path) != 0)
-            s = nb_fail(NB_ERR_IO, "logprobs: completing '%s' failed: %s", w->path, strerror(errno));
-        else {
-            free(w->tmp);
-            w->tmp = NULL; /* renamed: nothing left to remove */
-        }
-    }
+    else
+        s = nb_atomic_commit(&w->out, "logprobs");
     nb_lprob_close(w);
     return s;
 }
@@ -222,7 +198,7 @@ nb_status nb_lprob_open(const char *path, nb_lprob_file **out) {
 }
 
 nb_status nb_lprob_read(nb_lprob_file *rd, nb_lprob_record *r) {
-    if (!rd || rd->tmp || !r) return nb_fail(NB_ERR_INVALID_ARG, "logprobs: read on a NULL or write-only file");
+    if (!rd || rd->out.f || !r) return nb_fail(NB_ERR_INVALID_ARG, "logprobs: read on a NULL or write-only file");
     const nb_lprob_header *h = &rd->h;
     const int64_t i = rd->next;
     if (i >= total_records(h))
@@ -259,8 +235,7 @@ nb_status nb_lprob_read(nb_lprob_file *rd, nb_lprob_record *r) {
 void nb_lprob_close(nb_lprob_file *f) {
     if (!f) return;
     if (f->f) fclose(f->f);
-    if (f->tmp) unlink(f->tmp); /* an unfinished writer leaves no file behind */
-    free(f->tmp);
+    nb_atomic_abort(&f->out); /* an unfinished writer leaves no file behind */
     free(f->path);
     free(f->tokens);
     free(f->buf);

@@ -36,6 +36,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/atomic.h"
 #include "nibble.h"
 
 #define NB_LPROB_MAGIC "NBLPROB1"
@@ -66,8 +67,9 @@ typedef struct nb_lprob_header {
 static inline int nb_lprob_scored(const nb_lprob_header *h) { return h->n_ctx - 1 - h->first; }
 
 typedef struct nb_lprob_file {
-    FILE *f;
-    char *path, *tmp;      /* writer: target and temporary name */
+    FILE *f;               /* reader */
+    char *path;            /* for messages */
+    nb_atomic_file out;    /* writer: out.f is open until finished or closed */
     nb_lprob_header h;
     int32_t *tokens;       /* reader: [n_chunks * n_ctx] */
     uint8_t *buf;          /* one record's bytes */
