@@ -92,7 +92,9 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, int
     job j = {.k = k, .aq_set = nb_act_get(isa), .n_in = n_in, .n_out = n_out, .n_tok = n_tok, .x = x, .w = w, .w_row = (size_t)w_row, .y = y};
     j.act_type = route == NB_ROUTE_F32 ? NB_TYPE_F32 : k->act_type;
     j.mm = route == NB_ROUTE_F32 ? k->mm_f32 : k->mm;
-    j.panel = (int64_t)(NB_PANEL_BYTES / j.w_row);
+    /* panels exist to reuse weights across token tiles; one token (GEMV) streams a thread's rows in
+     * one piece, so that a kernel may spread its rows over distant parts of them */
+    j.panel = n_tok == 1 ? n_out : (int64_t)(NB_PANEL_BYTES / j.w_row);
     j.panel = j.panel < 4 ? 4 : j.panel & ~(int64_t)3;
 
     void *heap = NULL;
