@@ -33,7 +33,8 @@ static inline void k_scales(const uint8_t *q, __m128i *sc, __m128i *m) {
 }
 
 static inline __attribute__((always_inline)) void tile_q4_k(int R, int T, int64_t nb, const uint8_t *w, size_t ws,
-                                                            const uint8_t *a, size_t as, float *y, size_t ldy) {
+                                                            size_t rs, const uint8_t *a, size_t as, float *y,
+                                                            size_t ldy) {
     __m256 acc[RMAX][TMAX];
     float macc[RMAX][TMAX];
     #pragma GCC unroll 8
@@ -47,7 +48,7 @@ static inline __attribute__((always_inline)) void tile_q4_k(int R, int T, int64_
         for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            const nb_block_q4_k *b = (const nb_block_q4_k *)(w + (size_t)r * ws) + i;
+            const nb_block_q4_k *b = (const nb_block_q4_k *)(w + (size_t)r * rs * ws) + i;
             _mm_prefetch((const char *)b + NB_PREFETCH_BYTES, _MM_HINT_T0);
             _mm_prefetch((const char *)b + NB_PREFETCH_BYTES + 64, _MM_HINT_T0);
             _mm_prefetch((const char *)b + NB_PREFETCH_BYTES + 128, _MM_HINT_T0);
@@ -89,11 +90,12 @@ static inline __attribute__((always_inline)) void tile_q4_k(int R, int T, int64_
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r] = nb_avx2_lane_sum(acc[r][t]) - macc[r][t];
+        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nb_avx2_lane_sum(acc[r][t]) - macc[r][t];
 }
 
 static inline __attribute__((always_inline)) void tile_q6_k(int R, int T, int64_t nb, const uint8_t *w, size_t ws,
-                                                            const uint8_t *a, size_t as, float *y, size_t ldy) {
+                                                            size_t rs, const uint8_t *a, size_t as, float *y,
+                                                            size_t ldy) {
     __m256 acc[RMAX][TMAX];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -106,7 +108,7 @@ static inline __attribute__((always_inline)) void tile_q6_k(int R, int T, int64_
         for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            const nb_block_q6_k *b = (const nb_block_q6_k *)(w + (size_t)r * ws) + i;
+            const nb_block_q6_k *b = (const nb_block_q6_k *)(w + (size_t)r * rs * ws) + i;
             for (int l = 0; l < 4; l++) _mm_prefetch((const char *)b + NB_PREFETCH_BYTES + 64 * l, _MM_HINT_T0);
             __m256i isum[TMAX];
             #pragma GCC unroll 8
@@ -146,28 +148,39 @@ static inline __attribute__((always_inline)) void tile_q6_k(int R, int T, int64_
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r] = nb_avx2_lane_sum(acc[r][t]);
+        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nb_avx2_lane_sum(acc[r][t]);
 }
 
-typedef void (*tile_fn)(int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, size_t as, float *y, size_t ldy);
+typedef void (*tile_fn)(int64_t nb, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as, float *y,
+                        size_t ldy);
 
+/* One token over rows shorter than the prefetch distance: a tile takes rows r, r+q, r+2q, r+3q
+ * from the four quarters of the rows, four memory streams instead of one (as the AVX-512 unit
+ * kernels do, units_avx512.c); same rows, same arithmetic, another visiting order. */
 static void mm_k(const tile_fn tiles[RMAX][TMAX], int64_t n, const void *w, size_t ws, const void *a, size_t as,
                  int64_t nr, int64_t nt, float *y, size_t ldy) {
     const uint8_t *wb = w, *abase = a;
+    if (nt == 1 && nr >= 4 * RMAX) {
+        const int64_t q = nr / RMAX;
+        for (int64_t r = 0; r < q; r++) tiles[RMAX - 1][0](n / NB_QK_K, wb + (size_t)r * ws, ws, (size_t)q, abase, as, y + r, ldy);
+        wb += (size_t)(q * RMAX) * ws;
+        y += q * RMAX;
+        nr -= q * RMAX;
+    }
     for (int64_t t = 0; t < nt; t += TMAX) {
         int tt = nt - t < TMAX ? (int)(nt - t) : TMAX;
         for (int64_t r = 0; r < nr; r += RMAX) {
             int rr = nr - r < RMAX ? (int)(nr - r) : RMAX;
-            tiles[rr - 1][tt - 1](n / NB_QK_K, wb + (size_t)r * ws, ws, abase + (size_t)t * as, as,
+            tiles[rr - 1][tt - 1](n / NB_QK_K, wb + (size_t)r * ws, ws, 1, abase + (size_t)t * as, as,
                                   y + (size_t)t * ldy + (size_t)r, ldy);
         }
     }
 }
 
 #define TILE(ty, R, T)                                                                                   \
-    static void ty##_##R##x##T(int64_t nb, const uint8_t *w, size_t ws, const uint8_t *a, size_t as,       \
-                               float *y, size_t ldy) {                                                    \
-        tile_##ty(R, T, nb, w, ws, a, as, y, ldy);                                                        \
+    static void ty##_##R##x##T(int64_t nb, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,        \
+                               size_t as, float *y, size_t ldy) {                                         \
+        tile_##ty(R, T, nb, w, ws, rs, a, as, y, ldy);                                                    \
     }
 #define KERNEL(ty)                                                                                        \
     TILE(ty, 1, 1) TILE(ty, 1, 2) TILE(ty, 2, 1) TILE(ty, 2, 2)                                           \

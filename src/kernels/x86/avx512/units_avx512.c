@@ -185,7 +185,7 @@ typedef void (*tile_fn)(int64_t nu, const uint8_t *w, size_t ws, size_t rs, int 
 static void mm_units(const tile_fn tiles[TMAX], int64_t n, const void *w, size_t ws, const void *a, size_t as,
                      int64_t nr, int64_t nt, float *y, size_t ldy) {
     const uint8_t *wb = w, *abase = a;
-    if (nt == 1 && ws < NB_PREFETCH_BYTES && nr >= 4 * RT) {
+    if (nt == 1 && nr >= 4 * RT) {
         const int64_t q = nr / RT;
         for (int64_t r = 0; r < q; r++) tiles[0](n / 32, wb + (size_t)r * ws, ws, (size_t)q, RT, abase, as, y + r, ldy);
         wb += (size_t)(q * RT) * ws;
