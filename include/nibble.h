@@ -173,6 +173,11 @@ nb_status nb_matmul(nb_pool *pool, int wtype, const void *w, int64_t n_out, int6
 nb_status nb_matmul_route(nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in,
                           const float *x, int64_t n_tok, float *y, nb_route route);
 
+/* As nb_matmul, for a matrix whose rows lie w_stride bytes apart (w_stride >= the bytes of n_in
+ * elements): a window of a wider matrix, such as the cached positions of a transposed V cache. */
+nb_status nb_matmul_strided(nb_pool *pool, int wtype, const void *w, size_t w_stride, int64_t n_out, int64_t n_in,
+                            const float *x, int64_t n_tok, float *y);
+
 /* Which kernel a weight type runs with on this CPU, e.g. "avx2 q8_0 x q8_0" or "avx2 q4_K x f32";
  * NULL (with nb_last_error set) when nibble has no kernel for the type. */
 const char *nb_matmul_kernel_name(int wtype, nb_route route);

@@ -77,9 +77,9 @@ static void compare_isa(nb_isa isa, problem *p, nb_route route) {
     int64_t ny = p->n_out * p->n_tok;
     fill_nan(p->y_ref, ny);
     fill_nan(p->y, ny);
-    CHECK(nb_matmul_isa(NB_ISA_REF, NULL, p->type, p->w, p->n_out, p->n_in, p->x, p->n_tok, p->y_ref, route) == NB_OK,
+    CHECK(nb_matmul_isa(NB_ISA_REF, NULL, p->type, p->w, 0, p->n_out, p->n_in, p->x, p->n_tok, p->y_ref, route) == NB_OK,
           "ref matmul: %s", nb_last_error());
-    CHECK(nb_matmul_isa(isa, NULL, p->type, p->w, p->n_out, p->n_in, p->x, p->n_tok, p->y, route) == NB_OK, "%s matmul: %s",
+    CHECK(nb_matmul_isa(isa, NULL, p->type, p->w, 0, p->n_out, p->n_in, p->x, p->n_tok, p->y, route) == NB_OK, "%s matmul: %s",
           nb_isa_name(isa), nb_last_error());
     int exact = route == NB_ROUTE_QUANT && is_block_type(p->type);
     int bad = 0;
@@ -141,7 +141,7 @@ TEST(reference_matches_double) {
         CHECK(make(&p, types[ti], 3, n, 2), "setup");
         for (int route = 0; route < 2; route++) {
             fill_nan(p.y, 6);
-            CHECK(nb_matmul_isa(NB_ISA_REF, NULL, p.type, p.w, 3, n, p.x, 2, p.y, (nb_route)route) == NB_OK, "matmul");
+            CHECK(nb_matmul_isa(NB_ISA_REF, NULL, p.type, p.w, 0, 3, n, p.x, 2, p.y, (nb_route)route) == NB_OK, "matmul");
             const nb_kernel *k = nb_kernel_get(NB_ISA_REF, p.type);
             int ab = route == NB_ROUTE_QUANT ? (k->act_type == NB_TYPE_Q8_K ? 256 : k->act_type == NB_TYPE_Q8_0 ? 32 : 0) : 0;
             for (int t = 0; t < 2; t++)
@@ -323,6 +323,31 @@ TEST(kernel_names) {
     CHECK(nb_matmul_kernel_name(NB_TYPE_Q8_K, NB_ROUTE_QUANT) == NULL, "q8_K");
 }
 
+/* A strided matrix (rows farther apart than their bytes, as a window of the transposed V cache)
+ * gives the same products as the packed copy of its rows, bit for bit. */
+TEST(strided_rows_match_packed) {
+    const int types_s[] = {NB_TYPE_F16, NB_TYPE_F32, NB_TYPE_Q8_0, NB_TYPE_Q4_K};
+    for (size_t ti = 0; ti < sizeof types_s / sizeof types_s[0]; ti++) {
+        problem p;
+        int64_t n = nb_type_get(types_s[ti])->block_elems == 256 ? 512 : 96;
+        CHECK(make(&p, types_s[ti], 21, n, 4), "setup");
+        size_t row;
+        nb_row_bytes(types_s[ti], n, &row);
+        const size_t stride = row + 72;
+        uint8_t *wide = malloc(stride * 21);
+        for (int r = 0; r < 21; r++) memcpy(wide + (size_t)r * stride, (const uint8_t *)p.w + (size_t)r * row, row);
+        fill_nan(p.y, 21 * 4);
+        fill_nan(p.y_ref, 21 * 4);
+        CHECK(nb_matmul(NULL, p.type, p.w, 21, n, p.x, 4, p.y_ref) == NB_OK, "packed: %s", nb_last_error());
+        CHECK(nb_matmul_strided(NULL, p.type, wide, stride, 21, n, p.x, 4, p.y) == NB_OK, "strided: %s", nb_last_error());
+        CHECK(!memcmp(p.y, p.y_ref, sizeof(float) * 21 * 4), "%s: strided and packed differ", nb_type_name(p.type));
+        CHECK(nb_matmul_strided(NULL, p.type, wide, row - 1, 21, n, p.x, 4, p.y) == NB_ERR_INVALID_ARG,
+              "a stride shorter than a row must be refused");
+        free(wide);
+        drop(&p);
+    }
+}
+
 int main(void) {
     RUN(act_q8_0_reference_rule);
     RUN(act_quantizers_match_reference);
@@ -333,5 +358,6 @@ int main(void) {
     RUN(pool_covers_every_index_once);
     RUN(bad_arguments);
     RUN(kernel_names);
+    RUN(strided_rows_match_packed);
     return test_summary();
 }

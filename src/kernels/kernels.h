@@ -49,9 +49,10 @@ typedef struct nb_kernel {
  * when the type has no kernel. */
 const nb_kernel *nb_kernel_get(nb_isa isa, int wtype);
 
-/* nb_matmul_route with an explicit kernel set (tests compare sets within one process). */
-nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in,
-                        const float *x, int64_t n_tok, float *y, nb_route route);
+/* nb_matmul_route with an explicit kernel set (tests compare sets within one process) and a row
+ * stride (0: rows packed). */
+nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, size_t w_stride, int64_t n_out,
+                        int64_t n_in, const float *x, int64_t n_tok, float *y, nb_route route);
 
 /* Bytes of one quantized activation row of n elements (n valid for the type). */
 size_t nb_act_row_bytes(int act_type, int64_t n);

@@ -67,8 +67,8 @@ static void run_rows(void *ctx, int64_t b, int64_t e) {
     }
 }
 
-nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in,
-                        const float *x, int64_t n_tok, float *y, nb_route route) {
+nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, size_t w_stride, int64_t n_out,
+                        int64_t n_in, const float *x, int64_t n_tok, float *y, nb_route route) {
     const nb_kernel *k = nb_kernel_get(isa, wtype);
     if (!k) return nb_fail(NB_ERR_UNSUPPORTED, "nb_matmul: no kernel for weight type %d (%s)", wtype, nb_type_name(wtype));
     if (route != NB_ROUTE_QUANT && route != NB_ROUTE_F32)
@@ -88,6 +88,10 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, int
         a_total > SIZE_MAX || y_elems > SIZE_MAX / sizeof(float))
         return nb_fail(NB_ERR_OVERFLOW, "nb_matmul: %lld x %lld x %lld overflows", (long long)n_out, (long long)n_in,
                        (long long)n_tok);
+    if (w_stride && w_stride < w_row)
+        return nb_fail(NB_ERR_INVALID_ARG, "nb_matmul: row stride %zu is shorter than a row (%llu bytes)", w_stride,
+                       (unsigned long long)w_row);
+    if (w_stride) w_row = w_stride;
 
     job j = {.k = k, .aq_set = nb_act_get(isa), .n_in = n_in, .n_out = n_out, .n_tok = n_tok, .x = x, .w = w, .w_row = (size_t)w_row, .y = y};
     j.act_type = route == NB_ROUTE_F32 ? NB_TYPE_F32 : k->act_type;
@@ -121,7 +125,12 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, int
 
 nb_status nb_matmul_route(nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in, const float *x,
                           int64_t n_tok, float *y, nb_route route) {
-    return nb_matmul_isa(nb_isa_active(), pool, wtype, w, n_out, n_in, x, n_tok, y, route);
+    return nb_matmul_isa(nb_isa_active(), pool, wtype, w, 0, n_out, n_in, x, n_tok, y, route);
+}
+
+nb_status nb_matmul_strided(nb_pool *pool, int wtype, const void *w, size_t w_stride, int64_t n_out, int64_t n_in,
+                            const float *x, int64_t n_tok, float *y) {
+    return nb_matmul_isa(nb_isa_active(), pool, wtype, w, w_stride, n_out, n_in, x, n_tok, y, NB_ROUTE_QUANT);
 }
 
 nb_status nb_matmul(nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in, const float *x,

@@ -51,8 +51,8 @@ static void rope_neox(float *x, int d, int pos, float base) {
 
 /* ------------------------------------------------------------ context */
 
-/* Per-thread attention scratch: G score rows of n_ctx, one decoded V row, G rounded queries. */
-#define ATT_SCRATCH(G, n_ctx, D) ((size_t)(G) * (size_t)(n_ctx) + (size_t)(D) + (size_t)(G) * (size_t)(D))
+/* Per-thread attention scratch: G score rows of n_ctx and G rounded queries. */
+#define ATT_SCRATCH(G, n_ctx, D) ((size_t)(G) * (size_t)(n_ctx) + (size_t)(G) * (size_t)(D))
 
 nb_ctx_params nb_ctx_default_params(void) {
     nb_ctx_params p = {.n_ctx = 4096, .n_batch = 256, .kv_f32 = 0, .n_threads = 0, .pool = NULL};
@@ -137,11 +137,13 @@ typedef struct batch {
     int pos0;      /* position of the first */
 } batch;
 
-/* Cached row of kv head g at a position: the cache is (layer, kv head, position, head_dim), so one
- * head's rows are contiguous and nb_matmul reads them as a matrix in place. */
-static uint8_t *kv_at(const nb_ctx *c, uint8_t *cache, int il, int g, int pos) {
+/* The cache of layer il, kv head g. K is (position, head_dim): one head's keys form a matrix of
+ * n_ctx rows that nb_matmul reads in place to score a query. V is stored transposed, (head_dim,
+ * position), so that the weighted sum of values is also a matrix product: head_dim rows of
+ * n_ctx positions, of which a query uses the window lo..pos (nb_matmul_strided). */
+static uint8_t *kv_head(const nb_ctx *c, uint8_t *cache, int il, int g) {
     const size_t heads = (size_t)c->m->info.n_head_kv;
-    return cache + (((size_t)il * heads + (size_t)g) * (size_t)c->n_ctx + (size_t)pos) * c->kv_row_bytes;
+    return cache + ((size_t)il * heads + (size_t)g) * (size_t)c->n_ctx * c->kv_row_bytes;
 }
 
 /* Per token: q/k head norms, RoPE, scale q; store k and v at the token's position. */
@@ -164,9 +166,11 @@ static void qk_prepare(void *arg, int64_t t0, int64_t t1) {
         for (int g = 0; g < HK; g++) {
             rmsnorm(k + g * D, k + g * D, L->k_norm, D, in->rms_eps);
             rope_neox(k + g * D, D, pos, base);
-            /* the cache holds what nb_quantize makes of a row: an F32 copy or F16 (RNE) */
-            nb_quantize(c->kv_type, k + g * D, kv_at(c, c->k_cache, b->il, g, pos), D);
-            nb_quantize(c->kv_type, v + g * D, kv_at(c, c->v_cache, b->il, g, pos), D);
+            /* the cache holds what nb_quantize makes of a value: an F32 copy or F16 (RNE) */
+            nb_quantize(c->kv_type, k + g * D, kv_head(c, c->k_cache, b->il, g) + (size_t)pos * c->kv_row_bytes, D);
+            uint8_t *vt = kv_head(c, c->v_cache, b->il, g);
+            const size_t esz = c->kv_row_bytes / (size_t)D;
+            for (int d = 0; d < D; d++) nb_quantize(c->kv_type, v + g * D + d, vt + ((size_t)d * c->n_ctx + pos) * esz, 1);
         }
     }
 }
@@ -176,59 +180,64 @@ static void round_fp16(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] = nb_fp16_to_fp32(nb_fp32_to_fp16(x[i]));
 }
 
-/* Attention, one chunk per thread (index i of n_threads): the work items (token, kv head) are
- * split evenly and each thread uses its own slice of the score arena. Scores come from nb_matmul
- * over the cached K rows with the group's query heads as activation rows; then softmax, then the
- * weighted sum of the cached V rows. With an F16 cache the queries and the probabilities are
- * rounded to fp16 first, as llama.cpp does when it multiplies by F16 K and V (without that its
- * logits and ours drift apart measurably: docs/BENCHMARKS.md, parity). */
-static void attend(void *arg, int64_t i0, int64_t i1) {
+/* Attention of token t's query heads of kv head g: scores = K[lo..pos] q (nb_matmul over the
+ * cached keys, the G query heads as activation rows), softmax, out = V^T[.., lo..pos] p. With an
+ * F16 cache the queries and the probabilities are rounded to fp16 first, as llama.cpp does when it
+ * multiplies by F16 K and V (without that its logits and ours drift apart measurably:
+ * docs/BENCHMARKS.md, parity). scratch: ATT_SCRATCH floats. */
+static void attend_one(nb_ctx *c, const batch *b, nb_pool *pool, int t, int g, float *scratch) {
+    const nb_model_info *in = &c->m->info;
+    const nb_layer *L = &c->m->layers[b->il];
+    const int D = in->head_dim, HQ = in->n_head, G = HQ / in->n_head_kv, pos = b->pos0 + t;
+    const size_t esz = c->kv_row_bytes / (size_t)D;
+    float *scores = scratch, *qr = scratch + (size_t)G * c->n_ctx;
+    int lo = 0;
+    if (L->sliding && pos - in->sliding_window + 1 > 0) lo = pos - in->sliding_window + 1;
+    const int nk = pos - lo + 1;
+    const float *q = c->q + ((size_t)t * HQ + (size_t)g * G) * D;
+    if (c->kv_type == NB_TYPE_F16) {
+        memcpy(qr, q, sizeof(float) * (size_t)G * D);
+        round_fp16(qr, G * D);
+        q = qr;
+    }
+    nb_matmul(pool, c->kv_type, kv_head(c, c->k_cache, b->il, g) + (size_t)lo * c->kv_row_bytes, nk, D, q, G, scores);
+    for (int r = 0; r < G; r++) {
+        float *s = scores + (size_t)r * nk, mx = -INFINITY;
+        for (int j = 0; j < nk; j++) mx = s[j] > mx ? s[j] : mx;
+        double sum = 0;
+        for (int j = 0; j < nk; j++) {
+            s[j] = expf(s[j] - mx);
+            sum += s[j];
+        }
+        const float inv = (float)(1.0 / sum);
+        for (int j = 0; j < nk; j++) s[j] *= inv;
+        if (c->kv_type == NB_TYPE_F16) round_fp16(s, nk);
+    }
+    nb_matmul_strided(pool, c->kv_type, kv_head(c, c->v_cache, b->il, g) + (size_t)lo * esz, (size_t)c->n_ctx * esz, D,
+                      nk, scores, G, c->att + ((size_t)t * HQ + (size_t)g * G) * D);
+}
+
+/* Prefill: the work items (token, kv head) split evenly over the threads, chunk i on thread i with
+ * its own scratch slice, each product on that thread. */
+static void attend_chunk(void *arg, int64_t i0, int64_t i1) {
     const batch *b = arg;
     nb_ctx *c = b->c;
     const nb_model_info *in = &c->m->info;
-    const nb_layer *L = &c->m->layers[b->il];
-    const int D = in->head_dim, HQ = in->n_head, HK = in->n_head_kv, G = HQ / HK;
-    const int f16 = c->kv_type == NB_TYPE_F16;
+    const int HK = in->n_head_kv;
     const int64_t T = nb_pool_threads(c->pool), W = (int64_t)b->n * HK;
     for (int64_t i = i0; i < i1; i++) {
-        float *scores = c->scores + (size_t)i * ATT_SCRATCH(G, c->n_ctx, D);
-        float *vrow = scores + (size_t)G * c->n_ctx, *qr = vrow + D;
-        for (int64_t w = i * W / T; w < (i + 1) * W / T; w++) {
-            const int t = (int)(w / HK), g = (int)(w % HK), pos = b->pos0 + t;
-            int lo = 0;
-            if (L->sliding && pos - in->sliding_window + 1 > 0) lo = pos - in->sliding_window + 1;
-            const int nk = pos - lo + 1;
-            const float *q = c->q + ((size_t)t * HQ + (size_t)g * G) * D;
-            float *o = c->att + ((size_t)t * HQ + (size_t)g * G) * D;
-            if (f16) {
-                memcpy(qr, q, sizeof(float) * (size_t)G * D);
-                round_fp16(qr, G * D);
-                q = qr;
-            }
-            nb_matmul(NULL, c->kv_type, kv_at(c, c->k_cache, b->il, g, lo), nk, D, q, G, scores);
-            for (int r = 0; r < G; r++) {
-                float *s = scores + (size_t)r * nk, mx = -INFINITY;
-                for (int j = 0; j < nk; j++) mx = s[j] > mx ? s[j] : mx;
-                double sum = 0;
-                for (int j = 0; j < nk; j++) {
-                    s[j] = expf(s[j] - mx);
-                    sum += s[j];
-                }
-                const float inv = (float)(1.0 / sum);
-                for (int j = 0; j < nk; j++) s[j] *= inv;
-                if (f16) round_fp16(s, nk);
-                memset(o + (size_t)r * D, 0, sizeof(float) * D);
-            }
-            for (int j = 0; j < nk; j++) {
-                nb_dequantize(c->kv_type, kv_at(c, c->v_cache, b->il, g, lo + j), vrow, D);
-                for (int r = 0; r < G; r++) {
-                    const float p = scores[(size_t)r * nk + j];
-                    float *orow = o + (size_t)r * D;
-                    for (int d = 0; d < D; d++) orow[d] += p * vrow[d];
-                }
-            }
-        }
+        float *scratch = c->scores + (size_t)i * ATT_SCRATCH(in->n_head / HK, c->n_ctx, in->head_dim);
+        for (int64_t w = i * W / T; w < (i + 1) * W / T; w++) attend_one(c, b, NULL, (int)(w / HK), (int)(w % HK), scratch);
     }
+}
+
+/* Attention for the batch: with fewer work items than threads (decode) each item's products use
+ * the whole pool; otherwise items are spread over the threads. */
+static nb_status attend(nb_ctx *c, batch *b) {
+    const int HK = c->m->info.n_head_kv;
+    if ((int64_t)b->n * HK >= nb_pool_threads(c->pool)) return nb_pool_for(c->pool, nb_pool_threads(c->pool), 1, attend_chunk, b);
+    for (int w = 0; w < b->n * HK; w++) attend_one(c, b, c->pool, w / HK, w % HK, c->scores);
+    return NB_OK;
 }
 
 /* h[t] = rmsnorm(src[t]) * w for n rows of width `dim`. */
@@ -274,7 +283,7 @@ static nb_status layer_forward(nb_ctx *c, int il, int n, int pos0) {
         return s;
     batch b = {c, il, n, pos0};
     if ((s = nb_pool_for(c->pool, n, 1, qk_prepare, &b))) return s;
-    if ((s = nb_pool_for(c->pool, nb_pool_threads(c->pool), 1, attend, &b))) return s;
+    if ((s = attend(c, &b))) return s;
     if ((s = mm(c, &L->wo, c->att, n, c->o))) return s;
     for (int t = 0; t < n; t++) {
         float *o = c->o + (size_t)t * E, *x = c->x + (size_t)t * E;

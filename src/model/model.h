@@ -57,10 +57,11 @@ struct nb_ctx {
     int n_ctx, n_batch, kv_type; /* kv_type: NB_TYPE_F16 or NB_TYPE_F32 */
     int pos;                     /* tokens already in the cache */
     size_t kv_row_bytes;         /* one cached head row: head_dim elements of kv_type */
-    uint8_t *k_cache, *v_cache;  /* (n_layer, n_head_kv, n_ctx, head_dim) */
+    uint8_t *k_cache;            /* (n_layer, n_head_kv, n_ctx, head_dim) */
+    uint8_t *v_cache;            /* (n_layer, n_head_kv, head_dim, n_ctx): transposed */
     /* activation arena, (n_batch, width) each */
     float *x, *h, *q, *k, *v, *att, *o, *g, *u;
-    float *scores;               /* (n_threads, ATT_SCRATCH): scores, a V row, rounded queries */
+    float *scores;               /* (n_threads, ATT_SCRATCH): scores, rounded queries */
     nb_observer_fn observer;     /* optional: sees every matmul input */
     void *observer_user;
     size_t arena_bytes;          /* KV cache plus arena, allocated once */
