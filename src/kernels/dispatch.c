@@ -60,6 +60,8 @@ const nb_act_set *nb_act_get(nb_isa isa) {
     return isa >= NB_ISA_AVX2 ? &nb_act_avx2 : &nb_act_ref;
 }
 
+void nb_round_fp16(float *x, int64_t n) { nb_act_get(nb_isa_active())->round_f16(x, n); }
+
 const char *nb_matmul_kernel_name(int wtype, nb_route route) {
     const nb_kernel *k = nb_kernel_get(nb_isa_active(), wtype);
     if (!k) {

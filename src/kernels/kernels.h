@@ -68,6 +68,7 @@ size_t nb_act_row_bytes(int act_type, int64_t n);
 typedef void (*nb_act_fn)(const float *x, void *dst, int64_t n);
 typedef struct nb_act_set {
     nb_act_fn q8_0, q8_k, q8_0x;
+    void (*round_f16)(float *x, int64_t n); /* each value to the nearest fp16 (RNE), in place */
     const char *name;
 } nb_act_set;
 extern const nb_act_set nb_act_ref, nb_act_avx2;
@@ -82,6 +83,10 @@ typedef struct {
     int32_t nc[8]; /* nc[k] = -128 * (qs[4k] + ... + qs[4k+3]) */
     float d;       /* the fp16 scale, widened */
 } nb_block_q8_0x;
+/* Rounds n floats to fp16 values in place with the active set: what llama.cpp's matrix products
+ * do to activations that meet F16 weights (the model's queries and attention probabilities
+ * against the F16 KV cache). */
+void nb_round_fp16(float *x, int64_t n);
 /* The set for a kernel set (AVX-512 uses AVX2's; lowered to what the CPU runs). */
 const nb_act_set *nb_act_get(nb_isa isa);
 /* Quantizes one activation row to act_type (Q8_0, Q8_K or NB_ACT_Q8_0X) with an ISA's set. */

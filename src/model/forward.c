@@ -21,6 +21,7 @@
 
 #include "base/error.h"
 #include "formats/codes.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 
 /* ------------------------------------------------------------ small ops */
@@ -166,18 +167,16 @@ static void qk_prepare(void *arg, int64_t t0, int64_t t1) {
         for (int g = 0; g < HK; g++) {
             rmsnorm(k + g * D, k + g * D, L->k_norm, D, in->rms_eps);
             rope_neox(k + g * D, D, pos, base);
-            /* the cache holds what nb_quantize makes of a value: an F32 copy or F16 (RNE) */
+            /* the cache holds F32 copies or F16 values (RNE), as llama.cpp's cache copy makes them */
             nb_quantize(c->kv_type, k + g * D, kv_head(c, c->k_cache, b->il, g) + (size_t)pos * c->kv_row_bytes, D);
             uint8_t *vt = kv_head(c, c->v_cache, b->il, g);
-            const size_t esz = c->kv_row_bytes / (size_t)D;
-            for (int d = 0; d < D; d++) nb_quantize(c->kv_type, v + g * D + d, vt + ((size_t)d * c->n_ctx + pos) * esz, 1);
+            for (int d = 0; d < D; d++) {
+                const float x = v[g * D + d];
+                if (c->kv_type == NB_TYPE_F16) ((uint16_t *)vt)[(size_t)d * c->n_ctx + pos] = nb_fp32_to_fp16(x);
+                else ((float *)vt)[(size_t)d * c->n_ctx + pos] = x;
+            }
         }
     }
-}
-
-/* Rounds n floats to the nearest fp16 value, in place. */
-static void round_fp16(float *x, int n) {
-    for (int i = 0; i < n; i++) x[i] = nb_fp16_to_fp32(nb_fp32_to_fp16(x[i]));
 }
 
 /* Attention of token t's query heads of kv head g: scores = K[lo..pos] q (nb_matmul over the
@@ -197,7 +196,7 @@ static void attend_one(nb_ctx *c, const batch *b, nb_pool *pool, int t, int g, f
     const float *q = c->q + ((size_t)t * HQ + (size_t)g * G) * D;
     if (c->kv_type == NB_TYPE_F16) {
         memcpy(qr, q, sizeof(float) * (size_t)G * D);
-        round_fp16(qr, G * D);
+        nb_round_fp16(qr, (int64_t)G * D);
         q = qr;
     }
     nb_matmul(pool, c->kv_type, kv_head(c, c->k_cache, b->il, g) + (size_t)lo * c->kv_row_bytes, nk, D, q, G, scores);
@@ -211,7 +210,7 @@ static void attend_one(nb_ctx *c, const batch *b, nb_pool *pool, int t, int g, f
         }
         const float inv = (float)(1.0 / sum);
         for (int j = 0; j < nk; j++) s[j] *= inv;
-        if (c->kv_type == NB_TYPE_F16) round_fp16(s, nk);
+        if (c->kv_type == NB_TYPE_F16) nb_round_fp16(s, nk);
     }
     nb_matmul_strided(pool, c->kv_type, kv_head(c, c->v_cache, b->il, g) + (size_t)lo * esz, (size_t)c->n_ctx * esz, D,
                       nk, scores, G, c->att + ((size_t)t * HQ + (size_t)g * G) * D);
