@@ -37,7 +37,7 @@ static void usage(void) {
             "  -n N               tokens to generate (-1: until end of turn or a full context; default -1)\n"
             "  -t N               threads (default: all CPUs)\n"
             "  -c N               context size (default 4096)\n"
-            "  -b N               prompt batch size (default 256)\n"
+            "  -b N               prompt batch size (default 512)\n"
             "  --temp T           temperature (0.8; 0 = greedy)\n"
             "  --top-k K          (40)    --top-p P (0.95)    --min-p P (0.05)\n"
             "  --repeat-penalty R (1.0 = off)   --repeat-last-n N (64)\n"
@@ -54,7 +54,7 @@ static int parse(int argc, char **argv, run_opts *o) {
     memset(o, 0, sizeof *o);
     o->n_predict = -1;
     o->n_ctx = 4096;
-    o->n_batch = 256;
+    o->n_batch = 512;
     o->sp = nb_sampler_default_params();
     o->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     for (int i = 1; i < argc; i++) {

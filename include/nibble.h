@@ -425,7 +425,7 @@ const nb_gguf *nb_model_gguf(const nb_model *m);
 
 typedef struct nb_ctx_params {
     int n_ctx;       /* positions the KV cache holds (default 4096, capped at the training context) */
-    int n_batch;     /* tokens per prefill step (default 256) */
+    int n_batch;     /* tokens per prefill step (default 512) */
     int kv_f32;      /* 1: F32 KV cache; 0: F16 (default, as llama.cpp) */
     int n_threads;   /* pool size when pool is NULL (<= 0: one per CPU) */
     nb_pool *pool;   /* optional shared pool (not owned) */

@@ -56,7 +56,7 @@ static void rope_neox(float *x, int d, int pos, float base) {
 #define ATT_SCRATCH(G, n_ctx, D) ((size_t)(G) * (size_t)(n_ctx) + (size_t)(G) * (size_t)(D))
 
 nb_ctx_params nb_ctx_default_params(void) {
-    nb_ctx_params p = {.n_ctx = 4096, .n_batch = 256, .kv_f32 = 0, .n_threads = 0, .pool = NULL};
+    nb_ctx_params p = {.n_ctx = 4096, .n_batch = 512, .kv_f32 = 0, .n_threads = 0, .pool = NULL};
     return p;
 }
 
