@@ -113,18 +113,32 @@ static inline __m256i nv_idx(const nb_block_nvfp4 *b, int h) {
     return _mm256_set_m128i(_mm_unpackhi_epi64(lo, hi), _mm_unpacklo_epi64(lo, hi));
 }
 
+/* ggml's halved UE4M3 decode of 8 scale codes at once (= nb_ue4m3_to_fp32_half, bit for bit): bit
+ * 7 ignored; a normal code c is (1+m/8)·2^(e-8), whose f32 bits are (c << 20) + (119 << 23); a
+ * subnormal one m·2^-10; codes 0x00 and 0x7F give 0. */
+static inline __m256 ue4m3_half8(__m128i bytes) {
+    const __m256i c = _mm256_cvtepu8_epi32(bytes), c7 = _mm256_and_si256(c, _mm256_set1_epi32(0x7F));
+    const __m256 normal = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(c7, 20), _mm256_set1_epi32(119 << 23)));
+    const __m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(c7, _mm256_set1_epi32(7))), _mm256_set1_ps(0x1p-10f));
+    const __m256 v = _mm256_blendv_ps(normal, sub, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(8), c7)));
+    return _mm256_andnot_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(c, _mm256_set1_epi32(0x7F))), v);
+}
+
 static inline quad dec_nvfp4(const uint8_t *const p[4], int64_t u) {
     const int64_t bi = u / 2;
     const int h = (int)(u & 1);
     const nb_block_nvfp4 *b0 = (const nb_block_nvfp4 *)p[0] + bi, *b1 = (const nb_block_nvfp4 *)p[1] + bi,
                          *b2 = (const nb_block_nvfp4 *)p[2] + bi, *b3 = (const nb_block_nvfp4 *)p[3] + bi;
     const __m512i t = e2m1_biased();
-    const float *s = nb_ue4m3_half_table;
+    uint16_t d[4];
+    memcpy(&d[0], b0->d + 2 * h, 2);
+    memcpy(&d[1], b1->d + 2 * h, 2);
+    memcpy(&d[2], b2->d + 2 * h, 2);
+    memcpy(&d[3], b3->d + 2 * h, 2);
     quad q;
     q.u01 = _mm512_shuffle_epi8(t, join(nv_idx(b0, h), nv_idx(b1, h)));
     q.u23 = _mm512_shuffle_epi8(t, join(nv_idx(b2, h), nv_idx(b3, h)));
-    q.slots = _mm256_setr_ps(s[b0->d[2 * h]], s[b0->d[2 * h + 1]], s[b1->d[2 * h]], s[b1->d[2 * h + 1]],
-                             s[b2->d[2 * h]], s[b2->d[2 * h + 1]], s[b3->d[2 * h]], s[b3->d[2 * h + 1]]);
+    q.slots = ue4m3_half8(_mm_loadl_epi64((const __m128i *)d));
     return q;
 }
 
