@@ -57,6 +57,16 @@ static inline void test_run(const char *name, void (*fn)(void)) {
     }
 }
 
+/* The nibble binary next to this test program: BUILD/tests/test_x -> BUILD/nibble. */
+static inline void test_nibble_bin(const char *argv0, char *out, size_t cap) {
+    snprintf(out, cap, "%s", argv0);
+    char *slash = strrchr(out, '/');
+    if (slash) *slash = '\0';
+    slash = strrchr(out, '/');
+    if (slash) snprintf(slash + 1, cap - (size_t)(slash + 1 - out), "nibble");
+    else snprintf(out, cap, "../nibble");
+}
+
 /* Runs a shell command with its stdout into out (NUL-terminated, at most cap-1 bytes); returns
  * its exit status, or -1 when it did not exit normally. Tests of the CLI use it. */
 static inline int test_sh(const char *cmd, char *out, size_t cap) {

@@ -418,12 +418,7 @@ TEST(cli_model) {
 
 int main(int argc, char **argv) {
     (void)argc;
-    /* BUILD/tests/test_explain -> BUILD/nibble */
-    snprintf(nibble_bin, sizeof nibble_bin, "%s", argv[0]);
-    char *slash = strrchr(nibble_bin, '/');
-    if (slash) *slash = '\0', slash = strrchr(nibble_bin, '/');
-    if (slash) snprintf(slash + 1, sizeof nibble_bin - (size_t)(slash + 1 - nibble_bin), "nibble");
-    else snprintf(nibble_bin, sizeof nibble_bin, "build/nibble");
+    test_nibble_bin(argv[0], nibble_bin, sizeof nibble_bin);
     RUN(code_fields_agree_with_decoders);
     RUN(article_codes);
     RUN(code_parsing);

@@ -572,13 +572,7 @@ TEST(inspect_cli) {
 
 int main(int argc, char **argv) {
     (void)argc;
-    /* build/tests/test_gguf -> build/nibble */
-    snprintf(nibble_bin, sizeof nibble_bin, "%s", argv[0]);
-    char *slash = strrchr(nibble_bin, '/');
-    if (slash) *slash = '\0';
-    slash = strrchr(nibble_bin, '/');
-    if (slash) snprintf(slash + 1, sizeof nibble_bin - (size_t)(slash + 1 - nibble_bin), "nibble");
-    else snprintf(nibble_bin, sizeof nibble_bin, "../nibble");
+    test_nibble_bin(argv[0], nibble_bin, sizeof nibble_bin);
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
         return 1;

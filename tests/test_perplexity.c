@@ -448,12 +448,7 @@ static char nibble_bin[512];
 static int cli(const char *args, char *out, size_t cap) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "%s perplexity %s 2>&1", nibble_bin, args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return test_sh(cmd, out, cap);
 }
 
 TEST(cli_errors) {
@@ -495,13 +490,7 @@ TEST(cli_errors) {
 
 int main(int argc, char **argv) {
     (void)argc;
-    /* build/tests/test_perplexity -> build/nibble */
-    snprintf(nibble_bin, sizeof nibble_bin, "%s", argv[0]);
-    char *slash = strrchr(nibble_bin, '/');
-    if (slash) *slash = '\0';
-    slash = strrchr(nibble_bin, '/');
-    if (slash) snprintf(slash + 1, sizeof nibble_bin - (size_t)(slash + 1 - nibble_bin), "nibble");
-    else snprintf(nibble_bin, sizeof nibble_bin, "../nibble");
+    test_nibble_bin(argv[0], nibble_bin, sizeof nibble_bin);
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
         return 1;

@@ -29,7 +29,7 @@
 #define VOCAB 64
 
 static char dir[256];
-static const char *self;
+static char nibble_bin[512];
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static float frand(void) { /* roughly normal: sum of uniforms, with an outlier now and then */
@@ -226,15 +226,9 @@ TEST(failure_leaves_nothing) {
     CHECK(count_files() == before, "refusals leave nothing");
 }
 
-/* Runs the CLI next to this test program (BUILD/tests/test_quant -> BUILD/nibble). */
+/* Runs the CLI next to this test program. */
 TEST(cli_bad_recipe_exit_2) {
-    char bin[512];
-    snprintf(bin, sizeof bin, "%s", self);
-    char *slash = strrchr(bin, '/');
-    if (!slash) SKIP("cannot locate the nibble binary from %s", self);
-    *slash = 0;
-    if (!(slash = strrchr(bin, '/'))) SKIP("cannot locate the nibble binary");
-    strcpy(slash, "/nibble");
+    const char *bin = nibble_bin;
     if (access(bin, X_OK)) SKIP("%s not built", bin);
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "%s quantize %s %s/x.gguf q9_z >/dev/null 2>&1", bin, model_path, dir);
@@ -480,7 +474,7 @@ TEST(imatrix_weights_best_mode) {
 
 int main(int argc, char **argv) {
     (void)argc;
-    self = argv[0];
+    test_nibble_bin(argv[0], nibble_bin, sizeof nibble_bin);
     snprintf(dir, sizeof dir, "/tmp/nb_test_quant.XXXXXX");
     if (!mkdtemp(dir)) {
         printf("cannot make a temporary directory\n");

@@ -13,14 +13,14 @@
 #include "test.h"
 
 static const char *MODEL = "models/gemma-3-270m-q4_k_m.gguf";
-static const char *BIN = "build/nibble";
+static char BIN[256]; /* the nibble next to this test program */
 
 static int have_model(void) { return access(MODEL, R_OK) == 0; }
 
 TEST(same_seed_same_text_any_thread_count) {
     if (!have_model()) SKIP("model %s absent", MODEL);
     static char a[8192], b[8192], c[8192];
-    char cmd[512];
+    char cmd[1024];
     const char *args = "-p 'The robot picked up the brush and' -n 24 --seed 7 2>/dev/null";
     snprintf(cmd, sizeof cmd, "%s run -m %s -t 1 %s", BIN, MODEL, args);
     CHECK(test_sh(cmd, a, sizeof a) == 0, "run -t 1 failed");
@@ -36,7 +36,7 @@ TEST(same_seed_same_text_any_thread_count) {
 
 TEST(prompt_longer_than_context_is_refused) {
     if (!have_model()) SKIP("model %s absent", MODEL);
-    char cmd[512], out[4096];
+    char cmd[1024], out[4096];
     snprintf(cmd, sizeof cmd,
              "%s run -m %s -c 8 -p 'one two three four five six seven eight nine ten eleven' -n 4 2>&1 >/dev/null", BIN,
              MODEL);
@@ -47,7 +47,7 @@ TEST(prompt_longer_than_context_is_refused) {
 
 TEST(generation_stops_at_full_context) {
     if (!have_model()) SKIP("model %s absent", MODEL);
-    char cmd[512], out[4096];
+    char cmd[1024], out[4096];
     snprintf(cmd, sizeof cmd, "%s run -m %s -c 16 -p 'Once upon a time' -n 100 --ignore-eos --temp 0 2>&1 >/dev/null",
              BIN, MODEL);
     int rc = test_sh(cmd, out, sizeof out);
@@ -76,7 +76,7 @@ TEST(chat_turns_from_stdin) {
     ids_of(m, "<end_of_turn>\n<start_of_turn>user\nAnd of Italy?<end_of_turn>\n<start_of_turn>model\n", 0, want2,
            sizeof want2);
     nb_model_free(m);
-    char cmd[512], out[8192];
+    char cmd[1024], out[8192];
     snprintf(cmd, sizeof cmd,
              "printf 'What is the capital of France?\\n\\nAnd of Italy?\\n' | %s run -m %s --chat --temp 0 -n 8 "
              "--system 'Be brief.' --verbose-prompt 2>&1 >/dev/null",
@@ -93,7 +93,7 @@ TEST(chat_turns_from_stdin) {
 }
 
 TEST(bad_flags_exit_2) {
-    char cmd[512], out[4096];
+    char cmd[1024], out[4096];
     const char *bad[] = {"--temp x", "-n", "--top-p 2", "-c 0", "--bogus", ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(cmd, sizeof cmd, "%s run -m %s -p hi %s 2>&1", BIN, MODEL, bad[i]);
@@ -147,7 +147,7 @@ TEST(unknown_architecture_refused_by_name) {
     nb_gguf_writer *w;
     CHECK(nb_gguf_writer_create(&w) == NB_OK, "writer");
     nb_gguf_writer_set_string(w, "general.architecture", "mamba9");
-    const char *path = "build/tests/arch.gguf";
+    const char *path = "models/.test_run_arch.gguf";
     CHECK(nb_gguf_writer_write(w, path) == NB_OK, "write: %s", nb_last_error());
     nb_gguf_writer_free(w);
     nb_model *m = NULL;
@@ -156,7 +156,9 @@ TEST(unknown_architecture_refused_by_name) {
     remove(path);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    (void)argc;
+    test_nibble_bin(argv[0], BIN, sizeof BIN);
     RUN(same_seed_same_text_any_thread_count);
     RUN(prompt_longer_than_context_is_refused);
     RUN(generation_stops_at_full_context);
