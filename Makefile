@@ -1,6 +1,6 @@
 # nibble: plain make. Targets: all (default), test, asan, fuzz, bench, demo, install, clean.
 # Default build runs on any x86-64: ISA-specific sources get their own flags and are chosen at run
-# time (src/base/cpu.c); never -march=native.
+# time (src/base/cpu.c), never by compiling for the build machine.
 
 CC      ?= cc
 PREFIX  ?= /usr/local
