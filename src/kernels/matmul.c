@@ -91,7 +91,12 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
     if (w_stride && w_stride < w_row)
         return nb_fail(NB_ERR_INVALID_ARG, "nb_matmul: row stride %zu is shorter than a row (%llu bytes)", w_stride,
                        (unsigned long long)w_row);
-    if (w_stride) w_row = w_stride;
+    if (w_stride) {
+        uint64_t span; /* bytes from the first row's start to the last row's end */
+        if (!nb_mul_u64(w_stride, (uint64_t)(n_out - 1), &span) || !nb_add_u64(span, w_row, &span) || span > SIZE_MAX)
+            return nb_fail(NB_ERR_OVERFLOW, "nb_matmul: %lld rows %zu bytes apart overflow", (long long)n_out, w_stride);
+        w_row = w_stride;
+    }
 
     job j = {.k = k, .aq_set = nb_act_get(isa), .n_in = n_in, .n_out = n_out, .n_tok = n_tok, .x = x, .w = w, .w_row = (size_t)w_row, .y = y};
     j.act_type = route == NB_ROUTE_F32 ? NB_TYPE_F32 : k->act_type;
