@@ -21,8 +21,10 @@ struct nb_sampler {
     nb_sampler_params prm;
     int n_vocab;
     uint64_t rng;
-    cand *c;            /* (n_vocab) candidates */
+    cand *c;            /* (n_vocab) candidates: a heap of the best top_k */
     int32_t *history;   /* (repeat_last_n) ring of accepted tokens */
+    cand *pen;          /* (repeat_last_n) the distinct recent tokens, penalized */
+    uint8_t *mark;      /* (n_vocab bits) which tokens are in pen, cleared after each draw */
     int n_hist, hist_at;
 };
 
@@ -48,7 +50,9 @@ nb_status nb_sampler_create(const nb_sampler_params *p, int n_vocab, nb_sampler 
     s->rng = p->seed ^ 0x9E3779B97F4A7C15ull;
     s->c = malloc(sizeof(cand) * (size_t)n_vocab);
     s->history = malloc(sizeof(int32_t) * (size_t)(p->repeat_last_n + 1));
-    if (!s->c || !s->history) {
+    s->pen = malloc(sizeof(cand) * (size_t)(p->repeat_last_n + 1));
+    s->mark = calloc((size_t)n_vocab / 8 + 1, 1);
+    if (!s->c || !s->history || !s->pen || !s->mark) {
         nb_sampler_free(s);
         return nb_fail(NB_ERR_NOMEM, "sampler: out of memory");
     }
@@ -60,6 +64,8 @@ void nb_sampler_free(nb_sampler *s) {
     if (!s) return;
     free(s->c);
     free(s->history);
+    free(s->pen);
+    free(s->mark);
     free(s);
 }
 
@@ -85,35 +91,29 @@ static int by_logit_desc(const void *a, const void *b) {
     return x->id - y->id; /* stable order for equal logits */
 }
 
-/* Moves the k largest candidates (by logit, then lower id) to the front, sorted. */
-static void top_k(cand *c, int n, int k) {
-    /* a min-heap of the best k seen so far, at c[0..k) */
-    for (int i = 0; i < n; i++) {
-        if (i < k) {
-            int j = i;
-            cand v = c[i];
-            while (j > 0 && by_logit_desc(&c[(j - 1) / 2], &v) < 0) {
-                c[j] = c[(j - 1) / 2];
-                j = (j - 1) / 2;
-            }
-            c[j] = v;
-        } else if (by_logit_desc(&c[i], &c[0]) < 0) {
-            cand v = c[i];
-            int j = 0;
-            for (;;) {
-                int l = 2 * j + 1, r = l + 1, w = j;
-                cand *best = &v;
-                if (l < k && by_logit_desc(&c[l], best) > 0) w = l, best = &c[l];
-                if (r < k && by_logit_desc(&c[r], best) > 0) w = r;
-                if (w == j) break;
-                c[j] = c[w];
-                j = w;
-            }
-            c[j] = v;
-        }
+/* Offers v to a min-heap of the k best candidates so far (by logit, then lower id); heap[0] is the
+ * worst one kept. */
+static void offer(cand *heap, int *size, int k, cand v) {
+    int j;
+    if (*size < k) {
+        for (j = (*size)++; j > 0 && by_logit_desc(&heap[(j - 1) / 2], &v) < 0; j = (j - 1) / 2) heap[j] = heap[(j - 1) / 2];
+        heap[j] = v;
+        return;
     }
-    qsort(c, (size_t)k, sizeof *c, by_logit_desc);
+    if (by_logit_desc(&v, &heap[0]) >= 0) return;
+    for (j = 0;;) {
+        int l = 2 * j + 1, r = l + 1, w = j;
+        const cand *worst = &v;
+        if (l < k && by_logit_desc(&heap[l], worst) > 0) w = l, worst = &heap[l];
+        if (r < k && by_logit_desc(&heap[r], worst) > 0) w = r;
+        if (w == j) break;
+        heap[j] = heap[w];
+        j = w;
+    }
+    heap[j] = v;
 }
+
+#define MARKED(s, id) ((s)->mark[(id) >> 3] & (1u << ((id) & 7)))
 
 static void softmax(cand *c, int n, float temp) {
     double sum = 0;
@@ -126,25 +126,37 @@ static void softmax(cand *c, int n, float temp) {
 
 int32_t nb_sampler_sample(nb_sampler *s, const float *logits) {
     const nb_sampler_params *p = &s->prm;
-    int n = s->n_vocab;
-    for (int i = 0; i < n; i++) s->c[i] = (cand){i, logits[i], 0};
+    /* the penalty touches only the distinct recent tokens: they are set aside (marked) with their
+     * penalized logits, and the scans below skip them and then consider them */
+    int np = 0;
     if (p->repeat_penalty != 1.0f)
         for (int h = 0; h < s->n_hist; h++) {
-            cand *c = &s->c[s->history[h]];
-            /* each distinct token once: skip if it appeared earlier in the ring */
-            int seen = 0;
-            for (int e = 0; e < h && !seen; e++) seen = s->history[e] == s->history[h];
-            if (!seen) c->logit = c->logit > 0 ? c->logit / p->repeat_penalty : c->logit * p->repeat_penalty;
+            const int32_t id = s->history[h];
+            if (MARKED(s, id)) continue;
+            s->mark[id >> 3] |= (uint8_t)(1u << (id & 7));
+            const float l = logits[id];
+            s->pen[np++] = (cand){id, l > 0 ? l / p->repeat_penalty : l * p->repeat_penalty, 0};
         }
-    if (p->temp <= 0) {
-        int best = 0;
-        for (int i = 1; i < n; i++)
-            if (s->c[i].logit > s->c[best].logit) best = i;
-        return s->c[best].id;
+    int32_t chosen = -1;
+    int n = 0;
+    if (p->temp <= 0) { /* greedy: the largest logit, the lowest id among equals */
+        float best = -INFINITY;
+        for (int i = 0; i < s->n_vocab; i++)
+            if (!MARKED(s, i) && (chosen < 0 || logits[i] > best)) best = logits[i], chosen = i;
+        for (int j = 0; j < np; j++)
+            if (chosen < 0 || s->pen[j].logit > best || (s->pen[j].logit == best && s->pen[j].id < chosen))
+                best = s->pen[j].logit, chosen = s->pen[j].id;
+    } else {
+        const int k = p->top_k > 0 && p->top_k < s->n_vocab ? p->top_k : s->n_vocab;
+        for (int i = 0; i < s->n_vocab; i++) {
+            if (n == k && logits[i] < s->c[0].logit) continue; /* below the worst kept: the common case */
+            if (!MARKED(s, i)) offer(s->c, &n, k, (cand){i, logits[i], 0});
+        }
+        for (int j = 0; j < np; j++) offer(s->c, &n, k, s->pen[j]);
+        qsort(s->c, (size_t)n, sizeof *s->c, by_logit_desc);
     }
-    int k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
-    top_k(s->c, n, k);
-    n = k;
+    for (int j = 0; j < np; j++) s->mark[s->pen[j].id >> 3] = 0;
+    if (chosen >= 0) return chosen;
     softmax(s->c, n, 1.0f);
     if (p->top_p < 1.0f) {
         double cum = 0;
