@@ -27,6 +27,17 @@ void nb_mm_q6_k_q8_k_avx2(int64_t n, const void *w, size_t ws, const void *a, si
 void nb_mm_f32_f32_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_f16_f32_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_bf16_f32_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+/* A tile kernel of a family: R rows x T tokens, both fixed by its slot in the family's table. Its
+ * rows are r*rs rows apart from w (outputs likewise): rs = 1 for neighbouring rows. n is the
+ * family's count (units, blocks or elements). */
+typedef void (*nb_avx2_tile_fn)(int64_t n, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as,
+                                float *y, size_t ldy);
+/* The tile loop every SIMD family shares: nr rows x nt tokens in tiles of at most 4 rows and tmax
+ * tokens, tiles[(R-1)*tmax + T-1]. One token over 16 rows or more goes by quarters: a 4-row tile
+ * takes rows r, r+q, r+2q, r+3q, so one core runs four memory streams (docs/KERNELS.md); each row
+ * is computed by the same instructions either way. */
+void nb_avx2_tile_loop(const nb_avx2_tile_fn *tiles, int tmax, int64_t n, const void *w, size_t ws, const void *a,
+                       size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 /* Float route of a block type: decode a block per row to an L1 stack buffer, FMA with f32. */
 void nb_mm_blocks_f32_avx2(int type, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 

@@ -29,8 +29,8 @@ typedef __m256 (*load_fn)(const void *p, int64_t i);
 typedef float (*one_fn)(const void *p, int64_t i);
 
 static inline __attribute__((always_inline)) void tile_float(load_fn ld, one_fn one, int R, int T, int64_t n,
-                                                             const uint8_t *w, size_t ws, const uint8_t *a, size_t as,
-                                                             float *y, size_t ldy) {
+                                                             const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
+                                                             size_t as, float *y, size_t ldy) {
     __m256 acc[RMAX][TMAX];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -43,7 +43,7 @@ static inline __attribute__((always_inline)) void tile_float(load_fn ld, one_fn 
         for (int t = 0; t < T; t++) av[t] = _mm256_loadu_ps((const float *)(a + (size_t)t * as) + i);
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            __m256 wv = ld(w + (size_t)r * ws, i);
+            __m256 wv = ld(w + (size_t)r * rs * ws, i);
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) acc[r][t] = _mm256_fmadd_ps(wv, av[t], acc[r][t]);
         }
@@ -53,39 +53,24 @@ static inline __attribute__((always_inline)) void tile_float(load_fn ld, one_fn 
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             float s = nb_avx2_lane_sum(acc[r][t]);
-            for (int64_t j = i; j < n; j++) s += one(w + (size_t)r * ws, j) * ((const float *)(a + (size_t)t * as))[j];
-            y[(size_t)t * ldy + (size_t)r] = s;
+            for (int64_t j = i; j < n; j++) s += one(w + (size_t)r * rs * ws, j) * ((const float *)(a + (size_t)t * as))[j];
+            y[(size_t)t * ldy + (size_t)r * rs] = s;
         }
-}
-
-typedef void (*tile_fn)(int64_t n, const uint8_t *w, size_t ws, const uint8_t *a, size_t as, float *y, size_t ldy);
-
-static void mm_float(const tile_fn tiles[RMAX][TMAX], int64_t n, const void *w, size_t ws, const void *a, size_t as,
-                     int64_t nr, int64_t nt, float *y, size_t ldy) {
-    const uint8_t *wb = w, *abase = a;
-    for (int64_t t = 0; t < nt; t += TMAX) {
-        int tt = nt - t < TMAX ? (int)(nt - t) : TMAX;
-        for (int64_t r = 0; r < nr; r += RMAX) {
-            int rr = nr - r < RMAX ? (int)(nr - r) : RMAX;
-            tiles[rr - 1][tt - 1](n, wb + (size_t)r * ws, ws, abase + (size_t)t * as, as, y + (size_t)t * ldy + (size_t)r,
-                                  ldy);
-        }
-    }
 }
 
 #define TILE(ty, R, T)                                                                                        \
-    static void ty##_##R##x##T(int64_t n, const uint8_t *w, size_t ws, const uint8_t *a, size_t as, float *y,   \
-                               size_t ldy) {                                                                   \
-        tile_float(load_##ty, one_##ty, R, T, n, w, ws, a, as, y, ldy);                                        \
+    static void ty##_##R##x##T(int64_t n, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as,  \
+                               float *y, size_t ldy) {                                                         \
+        tile_float(load_##ty, one_##ty, R, T, n, w, ws, rs, a, as, y, ldy);                                    \
     }
 #define KERNEL(ty)                                                                                             \
     TILE(ty, 1, 1) TILE(ty, 1, 2) TILE(ty, 2, 1) TILE(ty, 2, 2)                                                \
     TILE(ty, 3, 1) TILE(ty, 3, 2) TILE(ty, 4, 1) TILE(ty, 4, 2)                                                \
-    static const tile_fn tiles_##ty[RMAX][TMAX] = {                                                            \
-        {ty##_1x1, ty##_1x2}, {ty##_2x1, ty##_2x2}, {ty##_3x1, ty##_3x2}, {ty##_4x1, ty##_4x2}};               \
+    static const nb_avx2_tile_fn tiles_##ty[RMAX * TMAX] = {ty##_1x1, ty##_1x2, ty##_2x1, ty##_2x2,            \
+                                                            ty##_3x1, ty##_3x2, ty##_4x1, ty##_4x2};           \
     void nb_mm_##ty##_f32_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,        \
                                int64_t nt, float *y, size_t ldy) {                                            \
-        mm_float(tiles_##ty, n, w, ws, a, as, nr, nt, y, ldy);                                                 \
+        nb_avx2_tile_loop(tiles_##ty, TMAX, n, w, ws, a, as, nr, nt, y, ldy);                                  \
     }
 
 KERNEL(f32)

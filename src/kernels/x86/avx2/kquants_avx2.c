@@ -151,32 +151,6 @@ static inline __attribute__((always_inline)) void tile_q6_k(int R, int T, int64_
         for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nb_avx2_lane_sum(acc[r][t]);
 }
 
-typedef void (*tile_fn)(int64_t nb, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as, float *y,
-                        size_t ldy);
-
-/* One token over rows shorter than the prefetch distance: a tile takes rows r, r+q, r+2q, r+3q
- * from the four quarters of the rows, four memory streams instead of one (as the AVX-512 unit
- * kernels do, units_avx512.c); same rows, same arithmetic, another visiting order. */
-static void mm_k(const tile_fn tiles[RMAX][TMAX], int64_t n, const void *w, size_t ws, const void *a, size_t as,
-                 int64_t nr, int64_t nt, float *y, size_t ldy) {
-    const uint8_t *wb = w, *abase = a;
-    if (nt == 1 && nr >= 4 * RMAX) {
-        const int64_t q = nr / RMAX;
-        for (int64_t r = 0; r < q; r++) tiles[RMAX - 1][0](n / NB_QK_K, wb + (size_t)r * ws, ws, (size_t)q, abase, as, y + r, ldy);
-        wb += (size_t)(q * RMAX) * ws;
-        y += q * RMAX;
-        nr -= q * RMAX;
-    }
-    for (int64_t t = 0; t < nt; t += TMAX) {
-        int tt = nt - t < TMAX ? (int)(nt - t) : TMAX;
-        for (int64_t r = 0; r < nr; r += RMAX) {
-            int rr = nr - r < RMAX ? (int)(nr - r) : RMAX;
-            tiles[rr - 1][tt - 1](n / NB_QK_K, wb + (size_t)r * ws, ws, 1, abase + (size_t)t * as, as,
-                                  y + (size_t)t * ldy + (size_t)r, ldy);
-        }
-    }
-}
-
 #define TILE(ty, R, T)                                                                                   \
     static void ty##_##R##x##T(int64_t nb, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,        \
                                size_t as, float *y, size_t ldy) {                                         \
@@ -185,11 +159,11 @@ static void mm_k(const tile_fn tiles[RMAX][TMAX], int64_t n, const void *w, size
 #define KERNEL(ty)                                                                                        \
     TILE(ty, 1, 1) TILE(ty, 1, 2) TILE(ty, 2, 1) TILE(ty, 2, 2)                                           \
     TILE(ty, 3, 1) TILE(ty, 3, 2) TILE(ty, 4, 1) TILE(ty, 4, 2)                                           \
-    static const tile_fn tiles_##ty[RMAX][TMAX] = {                                                       \
-        {ty##_1x1, ty##_1x2}, {ty##_2x1, ty##_2x2}, {ty##_3x1, ty##_3x2}, {ty##_4x1, ty##_4x2}};          \
+    static const nb_avx2_tile_fn tiles_##ty[RMAX * TMAX] = {ty##_1x1, ty##_1x2, ty##_2x1, ty##_2x2,       \
+                                                            ty##_3x1, ty##_3x2, ty##_4x1, ty##_4x2};      \
     void nb_mm_##ty##_q8_k_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, \
                                 int64_t nt, float *y, size_t ldy) {                                      \
-        mm_k(tiles_##ty, n, w, ws, a, as, nr, nt, y, ldy);                                                \
+        nb_avx2_tile_loop(tiles_##ty, TMAX, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);                   \
     }
 
 KERNEL(q4_k)

@@ -92,7 +92,8 @@ enum { q4_0_unit_bytes = 18, q5_0_unit_bytes = 22, q8_0_unit_bytes = 34, mxfp4_u
 #define TMAX 3
 
 static inline __attribute__((always_inline)) void tile(dec_fn dec, int ub, int R, int T, int64_t nu, const uint8_t *w,
-                                                       size_t ws, const uint8_t *a, size_t as, float *y, size_t ldy) {
+                                                       size_t ws, size_t rs, const uint8_t *a, size_t as, float *y,
+                                                       size_t ldy) {
     __m256 acc[RMAX][TMAX];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -109,8 +110,8 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int ub, int R
         }
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            _mm_prefetch((const char *)w + (size_t)r * ws + u * ub + NB_PREFETCH_BYTES, _MM_HINT_T0);
-            unit wv = dec(w + (size_t)r * ws, u);
+            _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + NB_PREFETCH_BYTES, _MM_HINT_T0);
+            unit wv = dec(w + (size_t)r * rs * ws, u);
             __m256i wa = _mm256_abs_epi8(wv.q);
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
@@ -122,40 +123,24 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int ub, int R
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r] = nb_avx2_lane_sum(acc[r][t]);
-}
-
-typedef void (*tile_fn)(int64_t nu, const uint8_t *w, size_t ws, const uint8_t *a, size_t as, float *y, size_t ldy);
-
-/* The tile loop: T = TMAX tokens at a time (1 for GEMV), RMAX rows at a time, smaller edge tiles. */
-static void mm_units(const tile_fn tiles[RMAX][TMAX], int64_t n, const void *w, size_t ws, const void *a, size_t as,
-                     int64_t nr, int64_t nt, float *y, size_t ldy) {
-    const uint8_t *wb = w, *abase = a;
-    for (int64_t t = 0; t < nt; t += TMAX) {
-        int tt = nt - t < TMAX ? (int)(nt - t) : TMAX;
-        for (int64_t r = 0; r < nr; r += RMAX) {
-            int rr = nr - r < RMAX ? (int)(nr - r) : RMAX;
-            tiles[rr - 1][tt - 1](n / 32, wb + (size_t)r * ws, ws, abase + (size_t)t * as, as,
-                                  y + (size_t)t * ldy + (size_t)r, ldy);
-        }
-    }
+        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nb_avx2_lane_sum(acc[r][t]);
 }
 
 #define TILE(ty, R, T)                                                                                   \
-    static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, const uint8_t *a, size_t as, \
-                                       float *y, size_t ldy) {                                            \
-        tile(dec_##ty, ty##_unit_bytes, R, T, nu, w, ws, a, as, y, ldy);                                                   \
+    static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
+                                       size_t as, float *y, size_t ldy) {                                 \
+        tile(dec_##ty, ty##_unit_bytes, R, T, nu, w, ws, rs, a, as, y, ldy);                              \
     }
 #define TILES_R(ty, R) TILE(ty, R, 1) TILE(ty, R, 2) TILE(ty, R, 3)
 #define KERNEL(ty, isa)                                                                                       \
     TILES_R(ty, 1) TILES_R(ty, 2) TILES_R(ty, 3) TILES_R(ty, 4)                                               \
-    static const tile_fn tiles_##ty[RMAX][TMAX] = {                                                           \
-        {tile_##ty##_1x1, tile_##ty##_1x2, tile_##ty##_1x3}, {tile_##ty##_2x1, tile_##ty##_2x2, tile_##ty##_2x3}, \
-        {tile_##ty##_3x1, tile_##ty##_3x2, tile_##ty##_3x3}, {tile_##ty##_4x1, tile_##ty##_4x2, tile_##ty##_4x3}, \
+    static const nb_avx2_tile_fn tiles_##ty[RMAX * TMAX] = {                                                  \
+        tile_##ty##_1x1, tile_##ty##_1x2, tile_##ty##_1x3, tile_##ty##_2x1, tile_##ty##_2x2, tile_##ty##_2x3,   \
+        tile_##ty##_3x1, tile_##ty##_3x2, tile_##ty##_3x3, tile_##ty##_4x1, tile_##ty##_4x2, tile_##ty##_4x3,   \
     };                                                                                                        \
     void nb_mm_##ty##_q8_0_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
                                 int64_t nt, float *y, size_t ldy) {                                          \
-        mm_units(tiles_##ty, n, w, ws, a, as, nr, nt, y, ldy);                                                \
+        nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                            \
     }
 
 #endif

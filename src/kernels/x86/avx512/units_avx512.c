@@ -145,7 +145,8 @@ static inline quad dec_nvfp4(const uint8_t *const p[4], int64_t u) {
 typedef quad (*dec_fn)(const uint8_t *const p[4], int64_t u);
 
 /* The tile's rows are rows 0, rs, 2rs, 3rs from w (y likewise), so that a GEMV over short rows can
- * draw them from four distant parts of the matrix: see mm_units. */
+ * draw them from four distant parts of the matrix (nb_avx2_tile_loop). A tile of nr < 4 rows
+ * repeats its last row and drops the surplus results. */
 static inline __attribute__((always_inline)) void tile(dec_fn dec, int halves, int ub, int T, int64_t nu, const uint8_t *w,
                                                        size_t ws, size_t rs, int nr, const uint8_t *a, size_t as,
                                                        float *y, size_t ldy) {
@@ -188,43 +189,22 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int halves, i
     }
 }
 
-typedef void (*tile_fn)(int64_t nu, const uint8_t *w, size_t ws, size_t rs, int nr, const uint8_t *a, size_t as,
-                        float *y, size_t ldy);
-
-/* GEMV over short rows (Gemma's 640-wide matrices, and its 262144 x 640 output above all): a tile
- * of neighbouring rows is one memory stream, and one stream does not keep enough misses in flight
- * (the output matrix read at 9 GB/s against 19 for four long rows). So one token's tiles take row
- * r from each quarter of the rows (r, r+q, r+2q, r+3q): four streams at once (27 GB/s measured). The
- * rows and their arithmetic are unchanged, only the order in which rows are visited. */
-static void mm_units(const tile_fn tiles[TMAX], int64_t n, const void *w, size_t ws, const void *a, size_t as,
-                     int64_t nr, int64_t nt, float *y, size_t ldy) {
-    const uint8_t *wb = w, *abase = a;
-    if (nt == 1 && nr >= 4 * RT) {
-        const int64_t q = nr / RT;
-        for (int64_t r = 0; r < q; r++) tiles[0](n / 32, wb + (size_t)r * ws, ws, (size_t)q, RT, abase, as, y + r, ldy);
-        wb += (size_t)(q * RT) * ws;
-        y += q * RT;
-        nr -= q * RT;
+#define TILE(ty, H, UB, R, T)                                                                                       \
+    static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,       \
+                                       size_t as, float *y, size_t ldy) {                                        \
+        tile(dec_##ty, H, UB, T, nu, w, ws, rs, R, a, as, y, ldy);                                                  \
     }
-    for (int64_t t = 0; t < nt; t += TMAX) {
-        int tt = nt - t < TMAX ? (int)(nt - t) : TMAX;
-        for (int64_t r = 0; r < nr; r += RT)
-            tiles[tt - 1](n / 32, wb + (size_t)r * ws, ws, 1, nr - r < RT ? (int)(nr - r) : RT, abase + (size_t)t * as, as,
-                          y + (size_t)t * ldy + (size_t)r, ldy);
-    }
-}
-
-#define TILE(ty, H, UB, T)                                                                                          \
-    static void tile_##ty##_##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, int nr, const uint8_t *a,     \
-                                size_t as, float *y, size_t ldy) {                                              \
-        tile(dec_##ty, H, UB, T, nu, w, ws, rs, nr, a, as, y, ldy);                                                 \
-    }
+#define TILES_R(ty, H, UB, R) TILE(ty, H, UB, R, 1) TILE(ty, H, UB, R, 2) TILE(ty, H, UB, R, 3) TILE(ty, H, UB, R, 4)
+/* The shared tile loop (avx2.h: edge tiles, and one token by quarters of the rows) */
 #define KERNEL(ty, H, UB)                                                                                        \
-    TILE(ty, H, UB, 1) TILE(ty, H, UB, 2) TILE(ty, H, UB, 3) TILE(ty, H, UB, 4)                                             \
-    static const tile_fn tiles_##ty[TMAX] = {tile_##ty##_1, tile_##ty##_2, tile_##ty##_3, tile_##ty##_4};       \
+    TILES_R(ty, H, UB, 1) TILES_R(ty, H, UB, 2) TILES_R(ty, H, UB, 3) TILES_R(ty, H, UB, 4)                      \
+    static const nb_avx2_tile_fn tiles_##ty[RT * TMAX] = {                                                     \
+        tile_##ty##_1x1, tile_##ty##_1x2, tile_##ty##_1x3, tile_##ty##_1x4, tile_##ty##_2x1, tile_##ty##_2x2,    \
+        tile_##ty##_2x3, tile_##ty##_2x4, tile_##ty##_3x1, tile_##ty##_3x2, tile_##ty##_3x3, tile_##ty##_3x4,    \
+        tile_##ty##_4x1, tile_##ty##_4x2, tile_##ty##_4x3, tile_##ty##_4x4};                                   \
     static void mm_##ty(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,    \
                         float *y, size_t ldy) {                                                                 \
-        mm_units(tiles_##ty, n, w, ws, a, as, nr, nt, y, ldy);                                                  \
+        nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                              \
     }
 
 KERNEL(q4_0, 0, 18)
