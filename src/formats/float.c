@@ -22,36 +22,24 @@ void nb_f32_dequantize(const void *x, float *y, int64_t k) {
 }
 
 /* Halves are stored through memcpy: a row of F16 inside a GGUF mapping need not be 2-aligned. */
-void nb_f16_quantize_ref(const float *x, void *y, int64_t k) {
+static void halves_encode(const float *x, void *y, int64_t k, uint16_t (*enc)(float)) {
     uint8_t *out = y;
     for (int64_t i = 0; i < k; i++) {
-        uint16_t h = nb_fp32_to_fp16(x[i]);
+        uint16_t h = enc(x[i]);
         memcpy(out + 2 * i, &h, 2);
     }
 }
 
-void nb_f16_dequantize(const void *x, float *y, int64_t k) {
+static void halves_decode(const void *x, float *y, int64_t k, float (*dec)(uint16_t)) {
     const uint8_t *in = x;
     for (int64_t i = 0; i < k; i++) {
         uint16_t h;
         memcpy(&h, in + 2 * i, 2);
-        y[i] = nb_fp16_to_fp32(h);
+        y[i] = dec(h);
     }
 }
 
-void nb_bf16_quantize_ref(const float *x, void *y, int64_t k) {
-    uint8_t *out = y;
-    for (int64_t i = 0; i < k; i++) {
-        uint16_t h = nb_fp32_to_bf16(x[i]);
-        memcpy(out + 2 * i, &h, 2);
-    }
-}
-
-void nb_bf16_dequantize(const void *x, float *y, int64_t k) {
-    const uint8_t *in = x;
-    for (int64_t i = 0; i < k; i++) {
-        uint16_t h;
-        memcpy(&h, in + 2 * i, 2);
-        y[i] = nb_bf16_to_fp32(h);
-    }
-}
+void nb_f16_quantize_ref(const float *x, void *y, int64_t k) { halves_encode(x, y, k, nb_fp32_to_fp16); }
+void nb_f16_dequantize(const void *x, float *y, int64_t k) { halves_decode(x, y, k, nb_fp16_to_fp32); }
+void nb_bf16_quantize_ref(const float *x, void *y, int64_t k) { halves_encode(x, y, k, nb_fp32_to_bf16); }
+void nb_bf16_dequantize(const void *x, float *y, int64_t k) { halves_decode(x, y, k, nb_bf16_to_fp32); }
