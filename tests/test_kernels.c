@@ -129,6 +129,36 @@ TEST(avx512_matches_reference) {
     all_shapes_isa(NB_ISA_AVX512);
 }
 
+/* Every FP4 scale code through every set: the SIMD scale decoders (E8M0 by table, UE4M3 through
+ * fp16) against the reference's, including E8M0's subnormal codes 0 and 1, UE4M3 subnormals, the
+ * ignored bit 7 and the code 0x7F that decodes to 0. Results must be the same bits (both NaN
+ * counts as equal: huge scales may overflow). */
+TEST(fp4_scale_codes_match_reference) {
+    static const int fp4[] = {NB_TYPE_MXFP4, NB_TYPE_NVFP4};
+    for (int ti = 0; ti < 2; ti++)
+        for (int nt = 1; nt <= 3; nt += 2) {
+            problem p;
+            CHECK(make(&p, fp4[ti], 37, 640, nt), "setup");
+            uint8_t *w = p.w;
+            if (fp4[ti] == NB_TYPE_MXFP4)
+                for (int b = 0; b < 37 * 20; b++) w[b * sizeof(nb_block_mxfp4)] = (uint8_t)b;
+            else
+                for (int b = 0; b < 37 * 10; b++)
+                    for (int k = 0; k < 4; k++) w[b * sizeof(nb_block_nvfp4) + k] = (uint8_t)(4 * b + k);
+            for (nb_isa isa = NB_ISA_AVX2; isa <= nb_isa_best(); isa++) {
+                fill_nan(p.y_ref, 37 * nt);
+                fill_nan(p.y, 37 * nt);
+                CHECK(nb_matmul_isa(NB_ISA_REF, NULL, p.type, p.w, 0, 37, 640, p.x, nt, p.y_ref, NB_ROUTE_QUANT) == NB_OK, "ref");
+                CHECK(nb_matmul_isa(isa, NULL, p.type, p.w, 0, 37, 640, p.x, nt, p.y, NB_ROUTE_QUANT) == NB_OK, "%s", nb_isa_name(isa));
+                int bad = 0;
+                for (int i = 0; i < 37 * nt; i++)
+                    if (memcmp(&p.y[i], &p.y_ref[i], sizeof(float)) && !(isnan(p.y[i]) && isnan(p.y_ref[i])) && bad++ < 3)
+                        CHECK(0, "%s %s y[%d] = %.9g, ref %.9g", nb_isa_name(isa), nb_type_name(p.type), i, p.y[i], p.y_ref[i]);
+            }
+            drop(&p);
+        }
+}
+
 /* The reference against dequantize-then-dot in double. The quantized route also rounds the
  * activations: each x_i moves by at most half its block's step (amax/254 for Q8_0 and Q8_K), so
  * the bound is sum_i |w_i| * step_i / 2 plus float accumulation (4*n*u*sum|w*x|); the f32 route
@@ -374,6 +404,7 @@ int main(void) {
     RUN(act_quantizers_match_reference);
     RUN(avx2_matches_reference);
     RUN(avx512_matches_reference);
+    RUN(fp4_scale_codes_match_reference);
     RUN(reference_matches_double);
     RUN(thread_count_invariance);
     RUN(pool_covers_every_index_once);

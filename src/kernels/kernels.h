@@ -10,10 +10,14 @@
  *
  * Exactness contract of the integer routes (so SIMD results equal the reference bit for bit):
  *  - Each dot keeps 8 float lane accumulators, starting at +0.
- *  - 32-element units (Q4_0, Q5_0, Q8_0, MXFP4 blocks; NVFP4 half-blocks) against Q8_0 blocks:
- *    lane k of unit u gets the exact integer p = sum of w*a over elements 4k..4k+3 of the unit,
- *    then acc[k] = fma(dw(k)*da, (float)p, acc[k]), dw(k) the weight scale covering those
- *    elements (NVFP4: lanes 0-3 use the first 16-element scale, lanes 4-7 the second).
+ *  - 32-element units (Q4_0, Q5_0, Q8_0 blocks) against Q8_0 blocks: lane k of unit u gets the
+ *    exact integer p = sum of w*a over group k (elements 4k..4k+3) of the unit, then
+ *    acc[k] = fma(dw*da, (float)p, acc[k]) (llama.cpp's order, so logits can match it bit for bit).
+ *  - FP4 units (MXFP4 blocks, NVFP4 half-blocks) keep 4 lanes, each the exact integer sum of two
+ *    groups that share a scale: MXFP4 lane k = groups k and k+4 (the two nibbles of bytes
+ *    4k..4k+3), NVFP4 lanes 0-3 = groups (0,2), (1,3), (4,6), (5,7) (the nibbles of each 8-byte
+ *    sub-block; lanes 0-1 take the first 16-element scale, 2-3 the second). Half the float work
+ *    of 8 lanes, which is what bounds these kernels; the result is nb_lane_sum4(acc).
  *  - K-quants against Q8_K: per 256-block, lane k gets the exact integer
  *    sum over 32-element groups g of scale(e)*w*a over the elements e = 32g+4k..32g+4k+3,
  *    then acc[k] = fma(d*da, (float)isum[k], acc[k]); Q4_K/Q5_K also keep a scalar
@@ -83,13 +87,18 @@ typedef struct {
     int32_t nc[8]; /* nc[k] = -128 * (qs[4k] + ... + qs[4k+3]) */
     float d;       /* the fp16 scale, widened */
 } nb_block_q8_0x;
+/* The FP4 kernels' variants (AVX-512): nc[k] for k < 4 holds the sum of the correction of the
+ * two groups of FP4 lane k (kernels.h contract; nc[4..7] unused), and NB_ACT_Q8_0X_NV also puts
+ * each unit's codes in the order NVFP4's nibbles take them (elements 0-7, 16-23, 8-15, 24-31). */
+#define NB_ACT_Q8_0X_MX 1001
+#define NB_ACT_Q8_0X_NV 1002
 /* Rounds n floats to fp16 values in place with the active set: what llama.cpp's matrix products
  * do to activations that meet F16 weights (the model's queries and attention probabilities
  * against the F16 KV cache). */
 void nb_round_fp16(float *x, int64_t n);
 /* The set for a kernel set (AVX-512 uses AVX2's; lowered to what the CPU runs). */
 const nb_act_set *nb_act_get(nb_isa isa);
-/* Quantizes one activation row to act_type (Q8_0, Q8_K or NB_ACT_Q8_0X) with an ISA's set. */
+/* Quantizes one activation row to act_type (Q8_0, Q8_K, NB_ACT_Q8_0X, _MX or _NV) with an ISA's set. */
 void nb_quantize_act(nb_isa isa, int act_type, const float *x, void *dst, int64_t n);
 
 /* Software prefetch distance of the SIMD tiles: each weight row is touched this many bytes ahead
@@ -103,6 +112,9 @@ static inline float nb_lane_sum(const float a[8]) {
     float s0 = a[0] + a[4], s1 = a[1] + a[5], s2 = a[2] + a[6], s3 = a[3] + a[7];
     return (s0 + s2) + (s1 + s3);
 }
+
+/* The 4-lane reduction of the FP4 units. */
+static inline float nb_lane_sum4(const float a[4]) { return (a[0] + a[2]) + (a[1] + a[3]); }
 
 /* Decode tables shared by the SIMD variants, filled once by dispatch (same values as codes.h). */
 extern float nb_e8m0_half_table[256];

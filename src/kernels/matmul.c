@@ -2,13 +2,14 @@
  * matmul.c: nb_matmul, the runtime's entry to the kernels (contract in nibble.h).
  *
  * Steps: check the shapes against the type; quantize the activation rows once into the pool's
- * scratch (Q8_0, Q8_K or the AVX-512 kernels' Q8_0X, by the kernel's act_type; kernels.h gives
+ * scratch (Q8_0, Q8_K or the AVX-512 kernels' Q8_0X variants, by the kernel's act_type; kernels.h gives
  * the llama.cpp rules); split the output rows over the pool's
  * threads; each thread walks its rows in panels small enough to stay in L2 and hands each panel
  * with all tokens to the ISA's tile kernel, which reuses every decoded weight block across
  * several tokens in registers (GEMM) or shares activation loads across rows (GEMV).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/checked.h"
 #include "base/error.h"
@@ -23,18 +24,50 @@ size_t nb_act_row_bytes(int act_type, int64_t n) {
     switch (act_type) {
     case NB_TYPE_Q8_0: return (size_t)(n / NB_QK8_0) * sizeof(nb_block_q8_0);
     case NB_TYPE_Q8_K: return (size_t)(n / NB_QK_K) * sizeof(nb_block_q8_k);
-    case NB_ACT_Q8_0X: return (size_t)(n / NB_QK8_0) * sizeof(nb_block_q8_0x);
+    case NB_ACT_Q8_0X:
+    case NB_ACT_Q8_0X_MX:
+    case NB_ACT_Q8_0X_NV: return (size_t)(n / NB_QK8_0) * sizeof(nb_block_q8_0x);
     default: return (size_t)n * sizeof(float);
     }
 }
 
-static nb_act_fn act_fn(const nb_act_set *q, int act_type) {
-    return act_type == NB_TYPE_Q8_K ? q->q8_k : act_type == NB_ACT_Q8_0X ? q->q8_0x : q->q8_0;
+/* Q8_0X blocks into NB_ACT_Q8_0X_NV's order: bytes 8-15 trade places with 16-23, nc[2,3] with
+ * nc[4,5]. */
+static void nv_order(nb_block_q8_0x *b, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) {
+        int8_t q[8];
+        int32_t c[2];
+        memcpy(q, b[i].qs + 8, 8);
+        memcpy(b[i].qs + 8, b[i].qs + 16, 8);
+        memcpy(b[i].qs + 16, q, 8);
+        memcpy(c, b[i].nc + 2, sizeof c);
+        memcpy(b[i].nc + 2, b[i].nc + 4, sizeof c);
+        memcpy(b[i].nc + 4, c, sizeof c);
+    }
+}
+
+/* The FP4 lanes' corrections: in either order, FP4 lane k pairs the groups at positions k, k+4. */
+static void fold_nc(nb_block_q8_0x *b, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++)
+        for (int k = 0; k < 4; k++) b[i].nc[k] += b[i].nc[k + 4];
+}
+
+static void act_row(const nb_act_set *q, int act_type, const float *x, void *dst, int64_t n) {
+    switch (act_type) {
+    case NB_TYPE_Q8_K: q->q8_k(x, dst, n); break;
+    case NB_ACT_Q8_0X: q->q8_0x(x, dst, n); break;
+    case NB_ACT_Q8_0X_NV:
+    case NB_ACT_Q8_0X_MX:
+        q->q8_0x(x, dst, n);
+        if (act_type == NB_ACT_Q8_0X_NV) nv_order(dst, n / NB_QK8_0);
+        fold_nc(dst, n / NB_QK8_0);
+        break;
+    default: q->q8_0(x, dst, n);
+    }
 }
 
 void nb_quantize_act(nb_isa isa, int act_type, const float *x, void *dst, int64_t n) {
-    const nb_act_set *q = nb_act_get(isa);
-    act_fn(q, act_type)(x, dst, n);
+    act_row(nb_act_get(isa), act_type, x, dst, n);
 }
 
 typedef struct {
@@ -55,8 +88,7 @@ typedef struct {
 
 static void quantize_rows(void *ctx, int64_t b, int64_t e) {
     job *j = ctx;
-    nb_act_fn q = act_fn(j->aq_set, j->act_type);
-    for (int64_t t = b; t < e; t++) q(j->x + t * j->n_in, j->aq + (size_t)t * j->a_row, j->n_in);
+    for (int64_t t = b; t < e; t++) act_row(j->aq_set, j->act_type, j->x + t * j->n_in, j->aq + (size_t)t * j->a_row, j->n_in);
 }
 
 static void run_rows(void *ctx, int64_t b, int64_t e) {

@@ -71,6 +71,14 @@ static void unit_nvfp4(const void *row, int64_t u, unit32 *o) {
 
 typedef void (*unit_fn)(const void *row, int64_t u, unit32 *o);
 
+/* Integer sum of w*a over the 4 elements of group g (elements 4g..4g+3) of a unit. */
+static int group_sum(const unit32 *un, const nb_block_q8_0 *ab, int g) {
+    int p = 0;
+    for (int e = 4 * g; e < 4 * g + 4; e++) p += un->q[e] * ab->qs[e];
+    return p;
+}
+
+/* Q4_0, Q5_0, Q8_0: 8 lanes, lane k = group k. */
 static float dot_units(unit_fn dec, int64_t n, const void *w, const void *a) {
     const nb_block_q8_0 *ab = a;
     float acc[8] = {0};
@@ -79,20 +87,35 @@ static float dot_units(unit_fn dec, int64_t n, const void *w, const void *a) {
         dec(w, u, &un);
         float da = nb_fp16_to_fp32(ab[u].d);
         for (int k = 0; k < 8; k++) {
-            int p = 0;
-            for (int e = 4 * k; e < 4 * k + 4; e++) p += un.q[e] * ab[u].qs[e];
             float d = (k < 4 ? un.s_lo : un.s_hi) * da;
-            acc[k] = fmaf(d, (float)p, acc[k]);
+            acc[k] = fmaf(d, (float)group_sum(&un, &ab[u], k), acc[k]);
         }
     }
     return nb_lane_sum(acc);
 }
 
+/* MXFP4, NVFP4: 4 lanes, lane k = groups g(k) and g(k) + step, which share a scale (kernels.h). */
+static float dot_units_folded(unit_fn dec, int step, int64_t n, const void *w, const void *a) {
+    const nb_block_q8_0 *ab = a;
+    float acc[4] = {0};
+    unit32 un;
+    for (int64_t u = 0; u < n / 32; u++) {
+        dec(w, u, &un);
+        float da = nb_fp16_to_fp32(ab[u].d);
+        for (int k = 0; k < 4; k++) {
+            const int g = step == 4 ? k : (k & 1) + 4 * (k >> 1);
+            float d = (g < 4 ? un.s_lo : un.s_hi) * da;
+            acc[k] = fmaf(d, (float)(group_sum(&un, &ab[u], g) + group_sum(&un, &ab[u], g + step)), acc[k]);
+        }
+    }
+    return nb_lane_sum4(acc);
+}
+
 float nb_vec_dot_q4_0_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units(unit_q4_0, n, w, a); }
 float nb_vec_dot_q5_0_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units(unit_q5_0, n, w, a); }
 float nb_vec_dot_q8_0_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units(unit_q8_0, n, w, a); }
-float nb_vec_dot_mxfp4_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units(unit_mxfp4, n, w, a); }
-float nb_vec_dot_nvfp4_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units(unit_nvfp4, n, w, a); }
+float nb_vec_dot_mxfp4_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units_folded(unit_mxfp4, 4, n, w, a); }
+float nb_vec_dot_nvfp4_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units_folded(unit_nvfp4, 2, n, w, a); }
 
 /* ------------------------------------------------------------------ K-quants x Q8_K */
 

@@ -1,17 +1,15 @@
 /*
- * units.h: the 32-element-unit kernels (Q4_0, Q5_0, Q8_0, MXFP4, NVFP4 weights x Q8_0
- * activations), written once and compiled per ISA. The including file defines
- *   static inline __m256i unit_dot(__m256i wabs, __m256i asigned)
- * returning, in int32 lane k, the exact sum of the 4 byte products 4k..4k+3 (vpmaddubsw +
- * vpmaddwd on AVX2), and then instantiates KERNEL(type, isa). (The AVX-512 set has its own
- * two-rows-per-register kernels: x86/avx512/units_avx512.c.)
+ * units.h: the AVX2 32-element-unit kernels (Q4_0, Q5_0, Q8_0, MXFP4, NVFP4 weights x Q8_0
+ * activations); units_avx2.c instantiates KERNEL(type, avx2). (The AVX-512 set has its own
+ * four-rows-per-register kernels: x86/avx512/units_avx512.c.)
  *
  * Every type is read as 32-element units (a block; NVFP4: half a block) decoded in registers to
- * 32 signed bytes in element order plus 8 lane scales. The product uses the sign trick:
- * |w| unsigned times a*sign(w) signed (|w| <= 128 and |a| <= 127 keep vpmaddubsw's int16 pair
- * sums below 32767), which yields lane k = elements 4k..4k+3 exactly, as the lane contract in
- * kernels.h requires. A tile holds R weight rows x T activation rows in registers: each unit is
- * decoded once per tile and each activation unit loaded once per tile.
+ * 32 signed bytes plus lane scales. The product uses the sign trick: |w| unsigned times a*sign(w)
+ * signed (|w| <= 128 and |a| <= 127 keep vpmaddubsw's int16 pair sums below 32767), then
+ * vpmaddwd with ones, which yields lane k = elements 4k..4k+3 exactly, as the lane contract in
+ * kernels.h requires; the FP4 types then fold to their 4 lanes, two rows per register
+ * (fp4_fold2). A tile holds R weight rows x T activation rows in registers: each unit is decoded
+ * once per tile and each activation unit loaded once per tile.
  */
 #ifndef NB_KERNELS_X86_UNITS_H
 #define NB_KERNELS_X86_UNITS_H
@@ -65,40 +63,60 @@ static inline unit dec_q8_0(const uint8_t *row, int64_t u) {
     return (unit){_mm256_loadu_si256((const __m256i *)b->qs), fp16_bcast(b->d)};
 }
 
+/* The FP4 types keep 4 lanes (kernels.h): their scales are in the low half of s. */
 static inline unit dec_mxfp4(const uint8_t *row, int64_t u) {
     const nb_block_mxfp4 *b = (const nb_block_mxfp4 *)row + u;
     return (unit){_mm256_shuffle_epi8(e2m1_table(), nibbles(b->qs)), _mm256_set1_ps(nb_e8m0_half_table[b->e])};
 }
 
+/* NVFP4 unit u = half h of block u/2, bytes 16h..16h+15; sub-block s is bytes 8s..8s+7, low
+ * nibbles its elements 0..7, high nibbles 8..15. The nibble split gives elements 0-7,16-23 then
+ * 8-15,24-31 of the unit, the order the tile puts the activations in (fp4 == 2). */
 static inline unit dec_nvfp4(const uint8_t *row, int64_t u) {
     const nb_block_nvfp4 *b = (const nb_block_nvfp4 *)row + u / 2;
     int h = (int)(u & 1);
-    __m128i x = _mm_loadu_si128((const __m128i *)(b->qs + 16 * h));
-    __m128i m = _mm_set1_epi8(15);
-    __m128i lo = _mm_and_si128(x, m), hi = _mm_and_si128(_mm_srli_epi16(x, 4), m);
-    /* sub-block s: bytes 8s..8s+7, low nibbles are its elements 0..7, high nibbles 8..15 */
-    __m256i idx = _mm256_set_m128i(_mm_unpackhi_epi64(lo, hi), _mm_unpacklo_epi64(lo, hi));
-    __m256 s = _mm256_set_m128(_mm_set1_ps(nb_ue4m3_half_table[b->d[2 * h + 1]]),
-                               _mm_set1_ps(nb_ue4m3_half_table[b->d[2 * h]]));
-    return (unit){_mm256_shuffle_epi8(e2m1_table(), idx), s};
+    const float s0 = nb_ue4m3_half_table[b->d[2 * h]], s1 = nb_ue4m3_half_table[b->d[2 * h + 1]];
+    return (unit){_mm256_shuffle_epi8(e2m1_table(), nibbles(b->qs + 16 * h)),
+                  _mm256_castps128_ps256(_mm_setr_ps(s0, s0, s1, s1))};
 }
 
 typedef unit (*dec_fn)(const uint8_t *row, int64_t u);
 
-/* Weight bytes per unit and row (NVFP4: half a block), for the prefetch. */
+/* Weight bytes per unit and row (NVFP4: half a block), for the prefetch; and the lane scheme:
+ * 0 = 8 lanes, 1 = FP4 lanes (groups k, k+4), 2 = FP4 lanes in NVFP4's order (activation
+ * quarters 1 and 2 swapped, so that the 8-lane sum's halves hold groups 0,1,4,5 and 2,3,6,7). */
 enum { q4_0_unit_bytes = 18, q5_0_unit_bytes = 22, q8_0_unit_bytes = 34, mxfp4_unit_bytes = 17, nvfp4_unit_bytes = 18 };
+enum { q4_0_fp4 = 0, q5_0_fp4 = 0, q8_0_fp4 = 0, mxfp4_fp4 = 1, nvfp4_fp4 = 2 };
 
 #define RMAX 4
 #define TMAX 3
 
-static inline __attribute__((always_inline)) void tile(dec_fn dec, int ub, int R, int T, int64_t nu, const uint8_t *w,
+/* 4-lane sum (a0+a2) + (a1+a3) of an FP4 accumulator half. */
+static inline float sum4(__m128 v) {
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    return _mm_cvtss_f32(_mm_add_ss(v, _mm_shuffle_ps(v, v, 1)));
+}
+
+/* The FP4 types fold two rows into one register: x's 8 group sums and z's become [x's 4 lanes |
+ * z's 4 lanes], so that the float work (product of scales, conversion, fma) serves two rows. The
+ * fold is done on vpmaddubsw's int16 pair sums: |w| <= 12 (E2M1 doubled) and |a| <= 127 keep two
+ * pair sums within 6096. */
+static inline __m256i fp4_fold2(__m256i xa, __m256i xq, __m256i za, __m256i zq, __m256i aq) {
+    const __m256i px = _mm256_maddubs_epi16(xa, _mm256_sign_epi8(aq, xq));
+    const __m256i pz = _mm256_maddubs_epi16(za, _mm256_sign_epi8(aq, zq));
+    const __m256i f = _mm256_add_epi16(_mm256_permute2x128_si256(px, pz, 0x20), _mm256_permute2x128_si256(px, pz, 0x31));
+    return _mm256_madd_epi16(f, _mm256_set1_epi16(1));
+}
+
+static inline __attribute__((always_inline)) void tile(dec_fn dec, int ub, int fp4, int R, int T, int64_t nu, const uint8_t *w,
                                                        size_t ws, size_t rs, const uint8_t *a, size_t as, float *y,
                                                        size_t ldy) {
+    const int S = fp4 ? (R + 1) / 2 : R; /* accumulators per token: one per row, or per FP4 row pair */
     __m256 acc[RMAX][TMAX];
     #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
+    for (int j = 0; j < S; j++)
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+        for (int t = 0; t < T; t++) acc[j][t] = _mm256_setzero_ps();
     for (int64_t u = 0; u < nu; u++) {
         __m256i aq[TMAX];
         __m256 ad[TMAX];
@@ -106,30 +124,52 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int ub, int R
         for (int t = 0; t < T; t++) {
             const nb_block_q8_0 *ab = (const nb_block_q8_0 *)(a + (size_t)t * as) + u;
             aq[t] = _mm256_loadu_si256((const __m256i *)ab->qs);
+            if (fp4 == 2) aq[t] = _mm256_permute4x64_epi64(aq[t], 0xD8);
             ad[t] = fp16_bcast(ab->d);
         }
         #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < R; r++)
             _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + NB_PREFETCH_BYTES, _MM_HINT_T0);
-            unit wv = dec(w + (size_t)r * rs * ws, u);
-            __m256i wa = _mm256_abs_epi8(wv.q);
-            #pragma GCC unroll 8
-            for (int t = 0; t < T; t++) {
-                __m256i p = unit_dot(wa, _mm256_sign_epi8(aq[t], wv.q));
-                acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(wv.s, ad[t]), _mm256_cvtepi32_ps(p), acc[r][t]);
+        #pragma GCC unroll 8
+        for (int j = 0; j < S; j++) {
+            if (fp4) { /* rows 2j and 2j+1 (an odd last row pairs with itself; its twin is dropped) */
+                const unit x = dec(w + (size_t)(2 * j) * rs * ws, u);
+                const unit z = dec(w + (size_t)(2 * j + 1 < R ? 2 * j + 1 : 2 * j) * rs * ws, u);
+                const __m256i xa = _mm256_abs_epi8(x.q), za = _mm256_abs_epi8(z.q);
+                const __m256 s = _mm256_permute2f128_ps(x.s, z.s, 0x20);
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++)
+                    acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(s, ad[t]),
+                                                _mm256_cvtepi32_ps(fp4_fold2(xa, x.q, za, z.q, aq[t])), acc[j][t]);
+            } else {
+                const unit wv = dec(w + (size_t)j * rs * ws, u);
+                const __m256i wa = _mm256_abs_epi8(wv.q);
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(aq[t], wv.q)),
+                                                        _mm256_set1_epi16(1));
+                    acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(wv.s, ad[t]), _mm256_cvtepi32_ps(p), acc[j][t]);
+                }
             }
         }
     }
     #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
+    for (int j = 0; j < S; j++)
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nb_avx2_lane_sum(acc[r][t]);
+        for (int t = 0; t < T; t++) {
+            float *yt = y + (size_t)t * ldy;
+            if (fp4) {
+                yt[(size_t)(2 * j) * rs] = sum4(_mm256_castps256_ps128(acc[j][t]));
+                if (2 * j + 1 < R) yt[(size_t)(2 * j + 1) * rs] = sum4(_mm256_extractf128_ps(acc[j][t], 1));
+            } else
+                yt[(size_t)j * rs] = nb_avx2_lane_sum(acc[j][t]);
+        }
 }
 
 #define TILE(ty, R, T)                                                                                   \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
                                        size_t as, float *y, size_t ldy) {                                 \
-        tile(dec_##ty, ty##_unit_bytes, R, T, nu, w, ws, rs, a, as, y, ldy);                              \
+        tile(dec_##ty, ty##_unit_bytes, ty##_fp4, R, T, nu, w, ws, rs, a, as, y, ldy);                    \
     }
 #define TILES_R(ty, R) TILE(ty, R, 1) TILE(ty, R, 2) TILE(ty, R, 3)
 #define KERNEL(ty, isa)                                                                                       \
