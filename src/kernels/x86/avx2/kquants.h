@@ -1,0 +1,189 @@
+/*
+ * kquants.h: Q4_K and Q6_K weights against Q8_K activations ("W4A8" in integers), written once
+ * for AVX2 (kquants_avx2.c: tiles of up to 4 rows x 2 tokens, 16 registers) and for the AVX-512
+ * set (x86/avx512/kquants_avx512.c: the same instructions on 32 registers, so tiles of 4 x 4
+ * tokens decode each block once per 4 tokens, and VNNI's vpdpwssd folds the scale multiply and
+ * the add). The including file defines KQ_TMAX, KQ_ISA (the name suffix) and
+ *   static inline __m256i kq_dot16(__m256i acc, __m256i pairs, __m256i scales)
+ * returning acc + vpmaddwd(pairs, scales).
+ *
+ * Q4_K: codes 0..15 are unsigned, so vpmaddubsw takes them directly against the signed Q8_K
+ * bytes (pair sums <= 2*15*127); multiplying the pairs with the sub-block's 6-bit scale and
+ * summing them two by two gives lane k the scaled sum of elements 4k..4k+3 of each 32-element
+ * group, as the lane contract in kernels.h requires. The minimum never touches the elements:
+ * sum_i m_j*a_i over a sub-block is m_j times the activation block's precomputed bsums, one
+ * scalar per block and row (the minus of d*sc*q - dmin*m applied once at the end).
+ * Q6_K: codes 0..63 (six bits, unsigned), so q*a - 32*a is formed in int16 with two vpmaddubsw
+ * (pair sums <= 2*63*127 and 2*32*127) before the multiply with the int8 scales of each 16
+ * elements.
+ */
+#ifndef NB_KERNELS_X86_KQUANTS_H
+#define NB_KERNELS_X86_KQUANTS_H
+
+#include <string.h>
+
+#include "formats/blocks.h"
+#include "kernels/x86/avx2/avx2.h"
+
+#define RMAX 4
+#define TMAX KQ_TMAX
+
+/* The 8 six-bit scales and mins of a Q4_K block (layout: nb_k_scale_min) as bytes 0..7, from
+ * three little-endian words: A = bytes 0-3, B = 4-7, C = 8-11; scales 0-3 = A & 63, mins 0-3 =
+ * B & 63, scales 4-7 = low nibbles of C | top two bits of A << 4, mins 4-7 = high nibbles of C |
+ * top two bits of B << 4. */
+static inline void k_scales(const uint8_t *q, __m128i *sc, __m128i *m) {
+    uint32_t w[3];
+    memcpy(w, q, 12);
+    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    uint64_t s = (uint64_t)(w[0] & m6) | (uint64_t)((w[2] & m4) | ((w[0] >> 6) & m2) << 4) << 32;
+    uint64_t n = (uint64_t)(w[1] & m6) | (uint64_t)(((w[2] >> 4) & m4) | ((w[1] >> 6) & m2) << 4) << 32;
+    *sc = _mm_cvtsi64_si128((long long)s);
+    *m = _mm_cvtsi64_si128((long long)n);
+}
+
+static inline __attribute__((always_inline)) void tile_q4_k(int R, int T, int64_t nb, const uint8_t *w, size_t ws,
+                                                            size_t rs, const uint8_t *a, size_t as, float *y,
+                                                            size_t ldy) {
+    __m256 acc[RMAX][TMAX];
+    float macc[RMAX][TMAX];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps(), macc[r][t] = 0;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t i = 0; i < nb; i++) {
+        const nb_block_q8_k *ab[TMAX];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            const nb_block_q4_k *b = (const nb_block_q4_k *)(w + (size_t)r * rs * ws) + i;
+            _mm_prefetch((const char *)b + NB_PREFETCH_BYTES, _MM_HINT_T0);
+            _mm_prefetch((const char *)b + NB_PREFETCH_BYTES + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)b + NB_PREFETCH_BYTES + 128, _MM_HINT_T0);
+            __m128i sc8, m8;
+            k_scales(b->scales, &sc8, &m8);
+            /* scale j as int16 in every word of both halves: one byte shuffle per j */
+            const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+            __m256i isum[TMAX];
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
+            #pragma GCC unroll 8
+            for (int c = 0; c < 4; c++) {
+                __m256i qv = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+                __m256i lo = _mm256_and_si256(qv, m4), hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+                __m256i sl = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c))));
+                __m256i sh = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    __m256i al = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 64 * c));
+                    __m256i ah = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 64 * c + 32));
+                    isum[t] = kq_dot16(kq_dot16(isum[t], _mm256_maddubs_epi16(lo, al), sl), _mm256_maddubs_epi16(hi, ah), sh);
+                }
+            }
+            float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
+            const __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m0 m0 m1 m1 ... */
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                __m256i ms = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), mdup);
+                __m128i h = _mm_add_epi32(_mm256_castsi256_si128(ms), _mm256_extracti128_si256(ms, 1));
+                h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
+                int msum = _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 1)));
+                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab[t]->d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
+                macc[r][t] = __builtin_fmaf(dmin * ab[t]->d, (float)msum, macc[r][t]);
+            }
+        }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nb_avx2_lane_sum(acc[r][t]) - macc[r][t];
+}
+
+static inline __attribute__((always_inline)) void tile_q6_k(int R, int T, int64_t nb, const uint8_t *w, size_t ws,
+                                                            size_t rs, const uint8_t *a, size_t as, float *y,
+                                                            size_t ldy) {
+    __m256 acc[RMAX][TMAX];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+    for (int64_t i = 0; i < nb; i++) {
+        const nb_block_q8_k *ab[TMAX];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            const nb_block_q6_k *b = (const nb_block_q6_k *)(w + (size_t)r * rs * ws) + i;
+            for (int l = 0; l < 4; l++) _mm_prefetch((const char *)b + NB_PREFETCH_BYTES + 64 * l, _MM_HINT_T0);
+            __m256i isum[TMAX];
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
+            #pragma GCC unroll 8
+            for (int h = 0; h < 2; h++) {
+                __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+                __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+                __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+                /* the four 32-element groups of this half, in element order */
+                __m256i q[4];
+                q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
+                q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
+                q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
+                q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+                #pragma GCC unroll 8
+                for (int g = 0; g < 4; g++) {
+                    const int8_t *s = b->scales + 8 * h + 2 * g;
+                    __m256i sv = _mm256_set_m128i(_mm_set1_epi16(s[1]), _mm_set1_epi16(s[0]));
+                    #pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) {
+                        __m256i av = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 128 * h + 32 * g));
+                        __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[g], av), _mm256_maddubs_epi16(k32, av));
+                        isum[t] = kq_dot16(isum[t], p, sv);
+                    }
+                }
+            }
+            float d = _cvtsh_ss(b->d);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab[t]->d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nb_avx2_lane_sum(acc[r][t]);
+}
+
+#define KQ_CAT3(a, b, c) a##b##c
+#define KQ_NAME(ty, isa) KQ_CAT3(nb_mm_##ty, _q8_k_, isa)
+#define TILE(ty, R, T)                                                                                   \
+    static void ty##_##R##x##T(int64_t nb, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,        \
+                               size_t as, float *y, size_t ldy) {                                         \
+        tile_##ty(R, T, nb, w, ws, rs, a, as, y, ldy);                                                    \
+    }
+#if KQ_TMAX == 4
+#define TILES_R(ty, R) TILE(ty, R, 1) TILE(ty, R, 2) TILE(ty, R, 3) TILE(ty, R, 4)
+#define ROW(ty, R) ty##_##R##x1, ty##_##R##x2, ty##_##R##x3, ty##_##R##x4
+#elif KQ_TMAX == 2
+#define TILES_R(ty, R) TILE(ty, R, 1) TILE(ty, R, 2)
+#define ROW(ty, R) ty##_##R##x1, ty##_##R##x2
+#else
+#error "KQ_TMAX is 2 or 4"
+#endif
+#define KERNEL(ty)                                                                                        \
+    TILES_R(ty, 1) TILES_R(ty, 2) TILES_R(ty, 3) TILES_R(ty, 4)                                           \
+    static const nb_avx2_tile_fn tiles_##ty[RMAX * TMAX] = {ROW(ty, 1), ROW(ty, 2), ROW(ty, 3), ROW(ty, 4)}; \
+    void KQ_NAME(ty, KQ_ISA)(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
+                             int64_t nt, float *y, size_t ldy) {                                         \
+        nb_avx2_tile_loop(tiles_##ty, TMAX, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);                   \
+    }
+
+KERNEL(q4_k)
+KERNEL(q6_k)
+
+#endif
