@@ -7,7 +7,8 @@
  * order, general.file_type, that a failure leaves no temporary file and the old output intact, that
  * a bad recipe is refused (library and CLI exit 2), that best mode never has more error than the
  * reference on random data, that the thread count does not change a byte, imatrix collection and
- * its file, auto:BPW's budget and the two-level .scale tensors.
+ * its file, that auto:BPW keeps to its budget and spends it (on a second model, whose embedding
+ * holds most of the weights, too) and the two-level .scale tensors.
  */
 #include <dirent.h>
 #include <math.h>
@@ -352,6 +353,32 @@ static double file_bpw(const nb_gguf *g) {
     return 8 * bytes / elems;
 }
 
+/* A model shaped like the default model's hard case for auto: a 640-wide embedding (MXFP4, NVFP4 or
+ * Q8_0 only) that holds 62.5 % of the weights, then four layers of small 256-wide matrices. */
+static int write_wide_embedding_model(const char *path) {
+    nb_gguf_writer *w;
+    if (nb_gguf_writer_create(&w)) return 0;
+    nb_gguf_writer_set_string(w, "general.architecture", "gemma3");
+    nb_gguf_writer_set_u32(w, "gemma3.block_count", 4);
+    float *keep[9] = {0}; /* the writer reads the data only when it writes */
+    nb_status s = NB_OK;
+    for (int k = 0; k < 9 && !s; k++) {
+        char name[64] = "token_embd.weight";
+        int64_t ne[2] = {640, 512};
+        if (k) {
+            snprintf(name, sizeof name, "blk.%d.attn_%c.weight", (k - 1) / 2, k % 2 ? 'q' : 'v');
+            ne[0] = EMBD;
+            ne[1] = k % 2 ? 128 : 64;
+        }
+        keep[k] = fill(ne[0] * ne[1]);
+        s = nb_gguf_writer_add_tensor(w, name, NB_TYPE_F32, 2, ne, keep[k]);
+    }
+    if (!s) s = nb_gguf_writer_write(w, path);
+    nb_gguf_writer_free(w);
+    for (int k = 0; k < 9; k++) free(keep[k]);
+    return s == NB_OK;
+}
+
 TEST(auto_budget) {
     double err_lo = 0, err_hi = 0;
     const char *budgets[2] = {"auto:4.8", "auto:6.5"};
@@ -372,6 +399,30 @@ TEST(auto_budget) {
         nb_gguf_close(g);
     }
     CHECK(err_hi < err_lo, "more bits, less error (%g vs %g)", err_hi, err_lo);
+    /* The budget is spent, not only respected. On the wide-embedding model the embedding's step from
+     * NVFP4 to Q8_0 costs 2.5 bits per weight of the file at once: a choice that first upgrades the
+     * small matrices (steeper per bit) has no room left for it and stops far below the budget. The
+     * files this model allows lie between 4.25 and 6.0 bits per weight (embedding at FP4) and between
+     * 6.9 and 8.5 (at Q8_0); every budget here lies in one of them, where the small matrices' steps
+     * let it be met to within 2 %. */
+    char wide[300], out_w[300];
+    snprintf(wide, sizeof wide, "%s/wide.gguf", dir);
+    snprintf(out_w, sizeof out_w, "%s/wide_auto.gguf", dir);
+    CHECK(write_wide_embedding_model(wide), "write %s: %s", wide, nb_last_error());
+    const double sweep[] = {4.6, 5.5, 7.0, 7.3, 7.6, 8.3};
+    for (size_t b = 0; b < sizeof sweep / sizeof *sweep; b++) {
+        char recipe[32];
+        snprintf(recipe, sizeof recipe, "auto:%g", sweep[b]);
+        nb_quant_params pw = nb_quant_default_params();
+        pw.recipe = recipe;
+        nb_gguf *g = NULL;
+        CHECK(nb_quantize_model(wide, out_w, &pw) == NB_OK && nb_gguf_open(out_w, &g) == NB_OK, "%s: %s", recipe,
+              nb_last_error());
+        if (!g) return;
+        const double bpw = file_bpw(g);
+        CHECK(bpw <= sweep[b] && bpw > sweep[b] * 0.98, "%s: file has %.3f bits per weight", recipe, bpw);
+        nb_gguf_close(g);
+    }
     nb_quant_params p = nb_quant_default_params();
     p.recipe = "auto:2.0";
     char out[300];

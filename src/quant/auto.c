@@ -7,13 +7,21 @@
  * measured (imp = the imatrix's mean x^2 per column when given, else 1: with it, this is the share
  * of the matrix product's output energy lost). A tensor's cost is that relative error times its
  * element count, so a large matrix weighs more than a small one at the same relative error.
- * Choice: every tensor starts at its cheapest candidate; candidates that cost more bits without
- * lowering the error are dropped (the lower convex hull of (bits, error)); then, repeatedly, the
- * upgrade that removes the most error per extra bit and still fits the budget is taken. Tensors
- * whose type was fixed (--embed-type, --tensor-type, --pure) and tensors that are copied count
- * against the budget as they are.
+ * Choice: a multiple-choice knapsack, one option per tensor, least total cost within the budget. A
+ * tensor's options are its measured candidates less those that cost more bits without lowering the
+ * error; the others all stay, on the lower convex hull of (bits, error) or not, since a step that is
+ * poor value per bit can still be the one that fills the budget. The bits the budget leaves above
+ * every tensor's cheapest option are cut into up to BUCKETS equal parts, each option's extra bits
+ * rounded up to whole parts (so no choice can overspend), and a dynamic program over (tensor, parts
+ * used) finds the least-error choice. Greedy upgrading, the steepest error per bit first, would be
+ * simpler but can spend the budget on small tensors and leave no room for one large step (the
+ * embedding of a small model, most of its weights). What the rounding left unspent then goes, one
+ * step at a time, to the upgrade that removes the most error per extra bit and fits in exact bits.
+ * Tensors whose type was fixed (--embed-type, --tensor-type, --pure) and tensors that are copied
+ * count against the budget as they are.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,13 +30,15 @@
 
 #define SAMPLE_ROWS 32
 #define N_CAND 6
+#define BUCKETS 8192 /* the knapsack's resolution: its table has BUCKETS + 1 bytes per tensor */
 
 static const int candidates[N_CAND] = {NB_TYPE_MXFP4, NB_TYPE_Q4_K, NB_TYPE_NVFP4, NB_TYPE_Q5_K, NB_TYPE_Q6_K,
                                        NB_TYPE_Q8_0};
 
 typedef struct option {
     int type;
-    double bits, err;
+    int64_t bits; /* of the whole tensor */
+    double err;
 } option;
 
 typedef struct choice {
@@ -59,7 +69,8 @@ static nb_status measure(const nb_gguf_tensor *t, int type, const nb_quant_param
     return NB_OK;
 }
 
-/* The options of one tensor: measured candidates that fit its rows, reduced to the convex hull. */
+/* The options of one tensor: measured candidates that fit its rows, by bits, each with less error
+ * than every cheaper one. */
 static nb_status options_of(const nb_gguf_tensor *t, const nb_quant_params *p, choice *c) {
     const int64_t n = t->ne[0];
     const double elems = (double)n * (double)nb_quant_rows(t);
@@ -81,7 +92,7 @@ static nb_status options_of(const nb_gguf_tensor *t, const nb_quant_params *p, c
         if (nb_row_bytes(candidates[k], n, &row)) continue;
         double rel = 0;
         if ((s = measure(t, candidates[k], p, imp, x, x + n, q, &rel))) break;
-        all[na++] = (option){candidates[k], (double)row * 8.0 * (double)nb_quant_rows(t), rel * elems};
+        all[na++] = (option){candidates[k], (int64_t)row * 8 * nb_quant_rows(t), rel * elems};
     }
     free(x);
     free(q);
@@ -89,7 +100,7 @@ static nb_status options_of(const nb_gguf_tensor *t, const nb_quant_params *p, c
     nb_clear_error();
     if (!na) return nb_fail(NB_ERR_UNSUPPORTED, "quantize: auto: tensor '%s' (row %lld) fits no candidate type",
                             t->name, (long long)n);
-    /* sort by bits (insertion: six at most), keep the lower error of equal sizes */
+    /* sort by bits (insertion: six at most), the lower error first among equal sizes */
     for (int i = 1; i < na; i++)
         for (int j = i; j > 0 && (all[j].bits < all[j - 1].bits ||
                                   (all[j].bits == all[j - 1].bits && all[j].err < all[j - 1].err)); j--) {
@@ -98,25 +109,96 @@ static nb_status options_of(const nb_gguf_tensor *t, const nb_quant_params *p, c
             all[j - 1] = tmp;
         }
     c->n = 0;
-    for (int i = 0; i < na; i++) {
-        if (c->n && (all[i].bits == c->opt[c->n - 1].bits || all[i].err >= c->opt[c->n - 1].err)) continue;
-        /* drop points above the segment from the one before to this one (not convex) */
-        while (c->n >= 2) {
-            const option *a = &c->opt[c->n - 2], *b = &c->opt[c->n - 1];
-            if ((a->err - b->err) / (b->bits - a->bits) <= (b->err - all[i].err) / (all[i].bits - b->bits)) c->n--;
-            else break;
-        }
-        c->opt[c->n++] = all[i];
-    }
+    for (int i = 0; i < na; i++)
+        if (!c->n || all[i].err < c->opt[c->n - 1].err) c->opt[c->n++] = all[i];
     c->cur = 0;
     return NB_OK;
+}
+
+/* Option k's bits above the tensor's cheapest option, in whole buckets of `width` bits, rounded up. */
+static int64_t buckets_of(const choice *c, int k, int64_t width) {
+    return (c->opt[k].bits - c->opt[0].bits + width - 1) / width;
+}
+
+/* Sets every ch[i].cur to the least-error choice whose bits above the cheapest options stay within
+ * `slack`, exact but for the rounding of each option's extra bits up to whole buckets. */
+static nb_status knapsack(choice *ch, int64_t n, int64_t slack) {
+    const int64_t width = slack > BUCKETS ? (slack + BUCKETS - 1) / BUCKETS : 1;
+    const int64_t cap = slack / width; /* buckets to spend: cap * width <= slack */
+    int64_t rows = 0;                  /* tensors with a choice to make */
+    for (int64_t i = 0; i < n; i++) rows += ch[i].n > 1;
+    /* best[b]: the least error of the tensors so far within b buckets; pick: each one's option there */
+    double *best = calloc((size_t)cap + 1, sizeof *best);
+    uint8_t *pick = malloc(rows ? (size_t)rows * (size_t)(cap + 1) : 1);
+    if (!best || !pick) {
+        free(best);
+        free(pick);
+        return nb_fail(NB_ERR_NOMEM, "quantize: auto: knapsack table of %lld x %lld", (long long)rows,
+                       (long long)cap + 1);
+    }
+    int64_t r = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const choice *c = &ch[i];
+        if (c->n < 2) continue;
+        int64_t cost[N_CAND];
+        for (int k = 0; k < c->n; k++) cost[k] = buckets_of(c, k, width);
+        uint8_t *pk = pick + (size_t)r++ * (size_t)(cap + 1);
+        /* downwards, so that best[b - cost] still holds the tensors before this one; costs grow with k */
+        for (int64_t b = cap; b >= 0; b--) {
+            double e = best[b] + c->opt[0].err;
+            int kb = 0;
+            for (int k = 1; k < c->n && cost[k] <= b; k++)
+                if (best[b - cost[k]] + c->opt[k].err < e) {
+                    e = best[b - cost[k]] + c->opt[k].err;
+                    kb = k;
+                }
+            best[b] = e;
+            pk[b] = (uint8_t)kb;
+        }
+    }
+    int64_t b = cap; /* walk back from the last tensor with the whole allowance */
+    for (int64_t i = n - 1; i >= 0; i--) {
+        if (ch[i].n < 2) continue;
+        ch[i].cur = pick[(size_t)--r * (size_t)(cap + 1) + (size_t)b];
+        b -= buckets_of(&ch[i], ch[i].cur, width);
+    }
+    free(best);
+    free(pick);
+    return NB_OK;
+}
+
+/* Spends what is left of the budget: repeatedly the upgrade, to any dearer option of one tensor,
+ * that removes the most error per extra bit and still fits. */
+static void spend_rest(choice *ch, int64_t n, int64_t bits, int64_t budget) {
+    for (;;) {
+        int64_t best = -1;
+        int best_k = 0;
+        double best_slope = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const choice *c = &ch[i];
+            if (!c->n) continue;
+            const option *a = &c->opt[c->cur];
+            for (int k = c->cur + 1; k < c->n && bits + (c->opt[k].bits - a->bits) <= budget; k++) {
+                const double slope = (a->err - c->opt[k].err) / (double)(c->opt[k].bits - a->bits);
+                if (best < 0 || slope > best_slope) {
+                    best = i;
+                    best_k = k;
+                    best_slope = slope;
+                }
+            }
+        }
+        if (best < 0) return;
+        bits += ch[best].opt[best_k].bits - ch[best].opt[ch[best].cur].bits;
+        ch[best].cur = best_k;
+    }
 }
 
 nb_status nb_quant_auto(const nb_gguf *g, const nb_quant_params *p, double bpw, nb_qplan *plan, int64_t n) {
     (void)g;
     choice *ch = calloc(n ? (size_t)n : 1, sizeof *ch);
     if (!ch) return nb_fail(NB_ERR_NOMEM, "quantize: auto: %lld tensors", (long long)n);
-    double elems = 0, bits = 0;
+    double elems = 0;
+    int64_t bits = 0; /* fixed and copied tensors as they are, the others at their cheapest option */
     nb_status s = NB_OK;
     for (int64_t i = 0; i < n && !s; i++) {
         const nb_gguf_tensor *t = plan[i].t;
@@ -126,30 +208,18 @@ nb_status nb_quant_auto(const nb_gguf *g, const nb_quant_params *p, double bpw, 
         } else {
             size_t row = 0;
             if ((s = nb_row_bytes(plan[i].type, t->ne[0], &row))) break;
-            bits += (double)row * 8.0 * (double)nb_quant_rows(t);
+            bits += (int64_t)row * 8 * nb_quant_rows(t);
         }
     }
-    const double budget = bpw * elems;
+    const int64_t budget = (int64_t)floor(bpw * elems);
     if (!s && bits > budget)
         s = nb_fail(NB_ERR_INVALID_ARG, "quantize: auto:%g is below the smallest this model allows (%.3f bits per weight)",
-                    bpw, bits / elems);
-    while (!s) { /* take the steepest upgrade that fits */
-        int64_t best = -1;
-        double best_slope = 0;
-        for (int64_t i = 0; i < n; i++) {
-            const choice *c = &ch[i];
-            if (c->cur + 1 >= c->n) continue;
-            const option *a = &c->opt[c->cur], *b = &c->opt[c->cur + 1];
-            if (bits + (b->bits - a->bits) > budget) continue;
-            const double slope = (a->err - b->err) / (b->bits - a->bits);
-            if (best < 0 || slope > best_slope) {
-                best = i;
-                best_slope = slope;
-            }
-        }
-        if (best < 0) break;
-        bits += ch[best].opt[ch[best].cur + 1].bits - ch[best].opt[ch[best].cur].bits;
-        ch[best].cur++;
+                    bpw, (double)bits / elems);
+    if (!s) s = knapsack(ch, n, budget - bits);
+    if (!s) {
+        for (int64_t i = 0; i < n; i++)
+            if (ch[i].n) bits += ch[i].opt[ch[i].cur].bits - ch[i].opt[0].bits;
+        spend_rest(ch, n, bits, budget);
     }
     for (int64_t i = 0; i < n && !s; i++)
         if (ch[i].n) {

@@ -45,8 +45,8 @@ typedef struct nb_qplan {
 nb_status nb_quant_plan(const nb_gguf *g, const nb_quant_params *p, nb_qplan **plan, int *ftype);
 
 /* auto:BPW: measures each quantizable tensor's error per candidate type on a sample of rows and
- * upgrades, greedily by error removed per bit added, from the cheapest type until the budget is
- * spent. Rewrites plan[i].type of quantizable tensors. */
+ * picks the types with the least total error that fit the budget (a knapsack solved by dynamic
+ * programming, auto.c). Rewrites plan[i].type of quantizable tensors that were not fixed. */
 nb_status nb_quant_auto(const nb_gguf *g, const nb_quant_params *p, double bpw, nb_qplan *plan, int64_t n);
 
 /* Quantizes n finite elements (whole blocks) to `type`. S > 0: NVFP4 two-level with encode scale S.
