@@ -72,3 +72,16 @@ def model_path():
     import subprocess
     return subprocess.run(["bash", "scripts/fetch-model.sh"], check=True, capture_output=True,
                           text=True).stdout.strip().splitlines()[-1]
+
+
+def llama_logits(path, seqs, **kw):
+    """llama.cpp's logits (float32 rows) for each token sequence from an empty cache, and the Llama."""
+    from llama_cpp import Llama
+    llm = Llama(model_path=path, n_ctx=1024, n_threads=2, logits_all=True, verbose=False, **kw)
+    out = []
+    for toks in seqs:
+        llm.reset()
+        llm.eval(toks)
+        out.append(np.array(llm.scores[:len(toks)], dtype=np.float32))
+    return llm, out
+

@@ -4,8 +4,9 @@
      written here with the gguf package (2 layers, a 512-token SentencePiece vocabulary): model A
      is F32 with n_embd 256 and ffn rows of 640 (Q4_K/Q6_K fall back to Q5_0/Q8_0 there), model B is
      F16 with n_embd 320 (every row falls back, the tied embedding takes Q8_0);
-  2. nibble's q8_0 / q4_0 / q4_k_m of the real Gemma 3 270M (when models/ has it) load in
-     llama_cpp.Llama, give finite logits and greedy text made of words.
+  2. nibble's q8_0 / q4_0 / q4_k_m / mxfp4 / nvfp4 of the real Gemma 3 270M (when models/ has it)
+     load in llama_cpp.Llama, give greedy text made of words, and give the same next-token
+     distributions in llama.cpp as in nibble within the runtime parity bounds (384 positions).
 Prints `N passed, N failed` last; exits non-zero on any failure.
 """
 import ctypes
@@ -19,9 +20,14 @@ from gguf import GGUFWriter, GGUFValueType, TokenType
 
 import llama_cpp
 
+sys.path.insert(0, os.path.dirname(__file__))
+from nbctypes import Model, kl_rows, llama_logits  # noqa: E402
+from test_runtime import N_POS, TEXTS  # noqa: E402
+
 BUILD = os.environ.get('NB_BUILD', 'build')
 NIBBLE = os.path.join(BUILD, 'nibble')
 REAL = 'models/gemma-3-270m-q4_k_m.gguf'
+REAL_RECIPES = ['q8_0', 'q4_0', 'q4_k_m', 'mxfp4', 'nvfp4']
 FTYPES = {'q8_0': llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, 'q4_0': llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0,
           'q4_k_m': llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M}
 
@@ -154,26 +160,46 @@ def byte_parity(tmp):
             check(a == b, '%s %s: files differ: %s' % (name, recipe, first_difference(a, b)))
 
 
-def loads_in_llama(tmp):
+def runs_in_llama(tmp):
+    """nibble's quantizations of the real model in llama.cpp: greedy text made of words, and the same
+    next-token distributions as nibble gives on the same file, within the runtime parity bounds
+    (tests/parity/test_runtime.py): mean KL at most 1.25x llama.cpp's own spread between its two
+    attention paths on that file, same top token within 3 points of llama.cpp's own rate."""
     if not os.path.exists(REAL):
         print('skipped: %s absent (make demo fetches it)' % REAL)
         return
+    tok = llama_cpp.Llama(model_path=REAL, vocab_only=True, verbose=False)
+    seqs = [tok.tokenize(t.encode(), add_bos=True)[:N_POS] for t in TEXTS]
     prompt = 'The capital of France is'
-    for recipe in FTYPES:
+    for recipe in REAL_RECIPES:
         out = os.path.join(tmp, 'real_%s.gguf' % recipe)
         if nibble_quantize(REAL, out, recipe) != 0:
             check(False, 'real model %s: nibble quantize failed' % recipe)
             continue
-        llm = llama_cpp.Llama(model_path=out, n_ctx=128, n_threads=2, logits_all=True, verbose=False)
-        toks = llm.tokenize(prompt.encode(), add_bos=True)
-        llm.eval(toks)
-        logits = np.array(llm.scores[:len(toks)])
-        check(np.isfinite(logits).all() and logits.std() > 0.1, 'real %s: logits finite and not flat' % recipe)
+        llm, ref = llama_logits(out, seqs, flash_attn=False)
+        ref_fa = np.concatenate(llama_logits(out, seqs, flash_attn=True)[1])
+        ref = np.concatenate(ref)
+        nb = Model(out, n_ctx=1024, n_threads=2)
+        mine = []
+        for toks in seqs:
+            nb.reset()
+            mine.append(nb.eval(toks))
+        nb.close()
+        mine = np.concatenate(mine)
+        kl, kl_self = kl_rows(ref, mine).mean(), kl_rows(ref, ref_fa).mean()
+        top = float((ref.argmax(1) == mine.argmax(1)).mean())
+        top_self = float((ref.argmax(1) == ref_fa.argmax(1)).mean())
+        bound = max(0.001, 1.25 * kl_self)
+        check(np.isfinite(mine).all() and kl <= bound,
+              'real %s: mean KL(llama||nibble) %.6f above %.6f' % (recipe, kl, bound))
+        check(top >= min(0.99, top_self - 0.03),
+              'real %s: same top token %.2f %% vs llama self %.2f %%' % (recipe, 100 * top, 100 * top_self))
         llm.reset()
         text = llm(prompt, max_tokens=12, temperature=0.0)['choices'][0]['text']
         words = [w for w in text.split() if any(c.isalpha() for c in w)]
         check(len(words) >= 2, 'real %s: greedy text %r has no words' % (recipe, text))
-        print('%-7s %r' % (recipe, text))
+        print('%-7s KL(llama||nibble) %.6f (llama self %.6f), same top %.1f %% (self %.1f %%) over %d positions; %r'
+              % (recipe, kl, kl_self, 100 * top, 100 * top_self, len(ref), text))
         del llm
         os.remove(out)
 
@@ -189,7 +215,7 @@ def main():
     llama_cpp.llama_log_set(QUIET, ctypes.c_void_p())
     with tempfile.TemporaryDirectory() as tmp:
         byte_parity(tmp)
-        loads_in_llama(tmp)
+        runs_in_llama(tmp)
     print('%d passed, %d failed' % (passed, failed))
     return 1 if failed else 0
 

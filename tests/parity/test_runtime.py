@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from nbctypes import Model, kl_rows, model_path  # noqa: E402
+from nbctypes import Model, kl_rows, llama_logits, model_path  # noqa: E402
 
 TEXTS = [
     "The robot looked at the canvas for a long time before it picked up the brush. Painting, it had "
@@ -61,19 +61,10 @@ def main():
     path = model_path()
     nb = Model(path, n_ctx=1024, n_threads=2)
 
-    def llama_logits(seqs, **kw):
-        llm = Llama(model_path=path, n_ctx=1024, n_threads=2, logits_all=True, verbose=False, **kw)
-        out = []
-        for toks in seqs:
-            llm.reset()
-            llm.eval(toks)
-            out.append(np.array(llm.scores[:len(toks)], dtype=np.float32))
-        return llm, out
-
     tok_llm = Llama(model_path=path, vocab_only=True, verbose=False)
     seqs = [tok_llm.tokenize(t.encode(), add_bos=True)[:N_POS] for t in TEXTS]
-    llm, ref = llama_logits(seqs, flash_attn=False)
-    llm_fa, ref_fa = llama_logits(seqs, flash_attn=True)
+    llm, ref = llama_logits(path, seqs, flash_attn=False)
+    llm_fa, ref_fa = llama_logits(path, seqs, flash_attn=True)
     mine = []
     for toks in seqs:
         nb.reset()
