@@ -89,23 +89,25 @@ static inline quad dec_q4_0(const uint8_t *const p[4], int64_t u) {
                   fp16x4(b0->d, b1->d, b2->d, b3->d)};
 }
 
-/* (q5 - 16) + 128 = nibble + 0x70, plus 0x10 where the fifth bit is set: one masked add per
- * register, the mask gathering 16 of each row's qh bits (elements 0-15 or 16-31). */
+/* (q5 - 16) + 128 = nibble | 0x70, or nibble | 0x80 where the fifth bit is set: each register is
+ * (nibbles & 15) | (a per-byte blend of 0x70 and 0x80), under a 64-bit mask that gathers 16 of
+ * each row's qh bits (elements 0-15 or 16-31), rows 0,2 and 1,3 sharing a 64-bit word. */
+static inline uint64_t qh_of(const nb_block_q5_0 *b) {
+    uint32_t h;
+    memcpy(&h, b->qh, 4);
+    return h;
+}
+
 static inline quad dec_q5_0(const uint8_t *const p[4], int64_t u) {
     BLOCKS(nb_block_q5_0);
-    uint32_t h0, h1, h2, h3;
-    memcpy(&h0, b0->qh, 4);
-    memcpy(&h1, b1->qh, 4);
-    memcpy(&h2, b2->qh, 4);
-    memcpy(&h3, b3->qh, 4);
-    const uint64_t mlo = (uint64_t)(h0 & 0xFFFF) | (uint64_t)(h1 & 0xFFFF) << 16 | (uint64_t)(h2 & 0xFFFF) << 32 |
-                         (uint64_t)h3 << 48;
-    const uint64_t mhi = (uint64_t)(h0 >> 16) | (uint64_t)(h1 >> 16) << 16 | (uint64_t)(h2 >> 16) << 32 |
-                         (uint64_t)(h3 >> 16) << 48;
-    const __m512i z = rows16(b0->qs, b1->qs, b2->qs, b3->qs), base = _mm512_set1_epi8(0x70), bit = _mm512_set1_epi8(0x10);
-    const __m512i lo = _mm512_or_si512(low_nibbles(z), base), hi = _mm512_or_si512(high_nibbles(z), base);
-    return (quad){_mm512_mask_add_epi8(lo, _cvtu64_mask64(mlo), lo, bit), _mm512_mask_add_epi8(hi, _cvtu64_mask64(mhi), hi, bit),
-                  fp16x4(b0->d, b1->d, b2->d, b3->d)};
+    const uint64_t a = qh_of(b0) | qh_of(b2) << 32, c = qh_of(b1) | qh_of(b3) << 32, m = 0x0000FFFF0000FFFFull;
+    const __mmask64 klo = _cvtu64_mask64((a & m) | (c & m) << 16), khi = _cvtu64_mask64((a >> 16 & m) | (c & ~m));
+    const __m512i z = rows16(b0->qs, b1->qs, b2->qs, b3->qs), m4 = _mm512_set1_epi8(15);
+    const __m512i v70 = _mm512_set1_epi8(0x70), v80 = _mm512_set1_epi8((char)0x80);
+    /* A | (B & C) in one vpternlogd (truth table 0xF8), written over the blend */
+    const __m512i lo = _mm512_ternarylogic_epi32(_mm512_mask_blend_epi8(klo, v70, v80), z, m4, 0xF8);
+    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_mask_blend_epi8(khi, v70, v80), _mm512_srli_epi16(z, 4), m4, 0xF8);
+    return (quad){lo, hi, fp16x4(b0->d, b1->d, b2->d, b3->d)};
 }
 
 /* E2M1 codes through a 16-entry table of biased doubled values (nb_e2m1_doubled + 128). */
