@@ -11,6 +11,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 
 #include "cli/args.h"
@@ -56,10 +57,22 @@ static void stream_part(void *ctx, int64_t b, int64_t e) {
     j->sums[(b / 4096) % 256] += s[0] ^ s[1]; /* keep the loads alive */
 }
 
+/* Large buffers in 2 MiB pages where the kernel allows (madvise mode included), as the model's
+ * weights come after nb_gguf_open's hint: the stream and the GEMV matrices then see the same TLB
+ * as decode. (With 4 KiB pages one core streamed 26 GB/s here instead of 30.) */
+static void *big_alloc(size_t bytes) {
+    void *p = NULL;
+    if (posix_memalign(&p, (size_t)2 << 20, bytes)) return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
 static stat stream_gbs(nb_pool *pool, int reps) {
     size_t bytes = (size_t)1 << 30;
     stream_job j = {0};
-    uint64_t *buf = malloc(bytes);
+    uint64_t *buf = big_alloc(bytes);
     if (!buf) return (stat){0, 0};
     memset(buf, 1, bytes);
     j.buf = buf;
@@ -81,7 +94,7 @@ static void *make_weights(int type, int64_t n_out, int64_t n_in, size_t *bytes) 
     if (nb_row_bytes(type, n_in, &rb) != NB_OK) return NULL;
     int64_t slab = 64;
     float *x = malloc(sizeof(float) * (size_t)(slab * n_in));
-    uint8_t *w = malloc(rb * (size_t)n_out);
+    uint8_t *w = big_alloc(rb * (size_t)n_out);
     if (!x || !w) {
         free(x), free(w);
         return NULL;
