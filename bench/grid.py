@@ -35,9 +35,11 @@ VARIANTS = [
     ("q8_0", ["q8_0"], "every weight Q8_0"),
     ("q4_k_m", ["q4_k_m"], "llama.cpp's Q4_K_M rules, requantized from the base"),
     ("mxfp4-ref", ["mxfp4", "--mode", "ref"], "every weight MXFP4, llama.cpp's reference rounding"),
-    ("mxfp4-best", ["mxfp4", "--mode", "best"], "every weight MXFP4, error-lowering search"),
+    ("mxfp4-best", ["mxfp4", "--mode", "best", "--imatrix", "{imatrix}"],
+     "every weight MXFP4, error-lowering search weighted by the calibration imatrix"),
     ("nvfp4-ref", ["nvfp4", "--mode", "ref"], "every weight NVFP4, reference rounding"),
-    ("nvfp4-best", ["nvfp4", "--mode", "best"], "every weight NVFP4, error-lowering search"),
+    ("nvfp4-best", ["nvfp4", "--mode", "best", "--imatrix", "{imatrix}"],
+     "every weight NVFP4, error-lowering search weighted by the calibration imatrix"),
     ("nvfp4-2l", ["nvfp4_2l"], "every weight two-level NVFP4 (per-tensor .scale)"),
     ("mxfp4_m", ["mxfp4_m"], "MXFP4 with sensitive tensors at Q6_K"),
     ("nvfp4_m", ["nvfp4_m"], "NVFP4 with sensitive tensors at Q6_K"),
@@ -100,13 +102,31 @@ def write_prompt(text, path):
         f.write(text[100_000:100_850])
 
 
-def build_variant(nibble, base, name, qargs, base_bpw, threads, fresh):
+# The imatrix of the `best` variants comes from the text's last CALIB_CHARS characters, which the
+# evaluation windows (the first few thousand tokens) and the speed prompt never reach.
+CALIB_CHARS, CALIB_CHUNKS = 300_000, 40
+
+
+def build_imatrix(nibble, base, text, threads, fresh):
+    out, calib = os.path.join(GRID, "imatrix.gguf"), os.path.join(GRID, "calib.txt")
+    if os.path.exists(out) and not fresh:
+        return out
+    with open(calib, "w", encoding="utf-8") as f:
+        f.write(text[-CALIB_CHARS:])
+    r = sh([nibble, "imatrix", "-m", base, "-f", calib, "-o", out, "--chunks", str(CALIB_CHUNKS), "--process-output",
+            "-t", str(threads)])
+    if r.returncode != 0:
+        raise RuntimeError("imatrix failed: " + (r.stderr or r.stdout)[-1500:])
+    return out
+
+
+def build_variant(nibble, base, name, qargs, base_bpw, imatrix, threads, fresh):
     out = os.path.join(GRID, name + ".gguf")
     if qargs is None:
         return base, None
     if os.path.exists(out) and not fresh:
         return out, None
-    args = [a.format(base_bpw=f"{base_bpw:.2f}") for a in qargs]
+    args = [a.format(base_bpw=f"{base_bpw:.2f}", imatrix=imatrix) for a in qargs]
     t0 = time.time()
     r = sh([nibble, "quantize", base, out, args[0]] + args[1:] + ["-t", str(threads)])
     if r.returncode != 0:
@@ -222,7 +242,9 @@ def main():
     text_path = fetch("fetch-text.sh")
     os.makedirs(GRID, exist_ok=True)
     prompt = os.path.join(GRID, "prompt.txt")
-    write_prompt(open(text_path, encoding="utf-8").read(), prompt)
+    text = open(text_path, encoding="utf-8").read()
+    write_prompt(text, prompt)
+    imatrix = build_imatrix(nibble, base, text, a.threads, a.fresh)
     chunks = {512: a.chunks_512, 2048: a.chunks_2048}
     ctxs = [c for c in (512, 2048) if chunks[c] > 0]
     base_bpw = bits_per_weight(nibble, base)
@@ -239,7 +261,7 @@ def main():
         r = {"name": name, "what": what, "ppl": {}}
         results.append(r)
         try:
-            path, qsec = build_variant(nibble, base, name, qargs, base_bpw, a.threads, a.fresh)
+            path, qsec = build_variant(nibble, base, name, qargs, base_bpw, imatrix, a.threads, a.fresh)
             r["quantize_s"] = qsec
             r["mib"] = os.path.getsize(path) / 1048576
             r["bpw"] = bits_per_weight(nibble, path)

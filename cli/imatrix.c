@@ -1,10 +1,12 @@
 /*
- * imatrix.c: `nibble imatrix -m MODEL -f TEXT -o FILE [-c N] [--chunks N] [-t N]`, llama-imatrix in
- * nibble's CLI. The text is tokenized with BOS and cut into chunks of -c tokens, each starting
- * with BOS (as llama-imatrix does); each chunk is evaluated from an empty context while the
- * runtime's observer (nb_ctx_set_observer) adds every matrix input's x^2 to the statistics, which
- * are saved in llama.cpp's GGUF imatrix format (nibble.h: nb_imatrix_save). Exit 0; 1 when the work
- * fails; 2 on bad usage.
+ * imatrix.c: `nibble imatrix -m MODEL -f TEXT -o FILE [-c N] [--chunks N] [-t N] [--process-output]`,
+ * llama-imatrix in nibble's CLI. The text is tokenized with BOS and cut into chunks of -c tokens,
+ * each starting with BOS (as llama-imatrix does); each chunk is evaluated from an empty context
+ * while the runtime's observer (nb_ctx_set_observer) adds every matrix input's x^2 to the
+ * statistics, which are saved in llama.cpp's GGUF imatrix format (nibble.h: nb_imatrix_save).
+ * The output matrix is left out unless --process-output (llama-imatrix's flag and default): then
+ * every position's logits are computed, OUTPUT_SLICE positions at a time, and discarded. Exit 0;
+ * 1 when the work fails; 2 on bad usage.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,11 +17,15 @@
 #include "cli/commands.h"
 #include "nibble.h"
 
+/* Positions per evaluation with --process-output: a logits row of a 262144-token vocabulary is 1 MiB. */
+#define OUTPUT_SLICE 64
+
 static int usage(FILE *f, int code) {
-    fprintf(f, "usage: nibble imatrix -m MODEL -f TEXT -o FILE [-c N] [--chunks N] [-t N]\n"
-               "  -c N        tokens per chunk (default 512)\n"
-               "  --chunks N  chunks to evaluate (default: all the text holds)\n"
-               "  -t N        threads (default: one per CPU)\n");
+    fprintf(f, "usage: nibble imatrix -m MODEL -f TEXT -o FILE [-c N] [--chunks N] [-t N] [--process-output]\n"
+               "  -c N              tokens per chunk (default 512)\n"
+               "  --chunks N        chunks to evaluate (default: all the text holds)\n"
+               "  -t N              threads (default: one per CPU)\n"
+               "  --process-output  also collect the output matrix (the tied embedding of Gemma)\n");
     return code;
 }
 
@@ -30,7 +36,7 @@ static int fail(const char *what) {
 
 int cmd_imatrix(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *out = NULL;
-    int n_ctx = 512, n_chunks = 0, n_threads = 0;
+    int n_ctx = 512, n_chunks = 0, n_threads = 0, process_output = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int ok = 1;
@@ -41,6 +47,7 @@ int cmd_imatrix(int argc, char **argv) {
         else if (!strcmp(a, "-c")) ok = (v = arg_value(argc, argv, &i)) && arg_int(a, v, 8, 1 << 20, &n_ctx);
         else if (!strcmp(a, "--chunks")) ok = (v = arg_value(argc, argv, &i)) && arg_int(a, v, 1, 1 << 24, &n_chunks);
         else if (!strcmp(a, "-t")) ok = (v = arg_value(argc, argv, &i)) && arg_int(a, v, 1, 1024, &n_threads);
+        else if (!strcmp(a, "--process-output")) process_output = 1;
         else {
             fprintf(stderr, "nibble imatrix: unknown argument '%s'\n", a);
             return usage(stderr, 2);
@@ -55,6 +62,7 @@ int cmd_imatrix(int argc, char **argv) {
     nb_ctx *ctx = NULL;
     nb_imatrix *im = NULL;
     int32_t *ids = NULL;
+    float *logits = NULL;
     int rc = 1;
     if (nb_model_load(model, &m)) {
         rc = fail(model);
@@ -85,6 +93,10 @@ int cmd_imatrix(int argc, char **argv) {
         rc = fail("context");
         goto done;
     }
+    if (process_output && !(logits = malloc((size_t)OUTPUT_SLICE * (size_t)info->n_vocab * sizeof *logits))) {
+        fprintf(stderr, "nibble imatrix: no memory for %d logits rows\n", OUTPUT_SLICE);
+        goto done;
+    }
     nb_ctx_set_observer(ctx, nb_imatrix_observe, im);
     const int32_t bos = nb_tokenizer_bos(tok);
     const double t0 = arg_now();
@@ -93,9 +105,13 @@ int cmd_imatrix(int argc, char **argv) {
         int32_t *chunk = ids + (size_t)c * (size_t)n_ctx;
         if (bos >= 0 && nb_tokenizer_add_bos(tok)) chunk[0] = bos;
         nb_ctx_reset(ctx);
-        if (nb_ctx_eval(ctx, chunk, n_ctx, NULL, 0)) {
-            rc = fail("eval");
-            goto done;
+        const int slice = process_output ? OUTPUT_SLICE : n_ctx;
+        for (int p = 0; p < n_ctx; p += slice) {
+            const int n = n_ctx - p < slice ? n_ctx - p : slice;
+            if (nb_ctx_eval(ctx, chunk + p, n, logits, logits != NULL)) {
+                rc = fail("eval");
+                goto done;
+            }
         }
         nb_imatrix_end_chunk(im);
         const double el = arg_now() - t0;
@@ -115,6 +131,7 @@ int cmd_imatrix(int argc, char **argv) {
     rc = 0;
 done:
     nb_imatrix_free(im);
+    free(logits);
     nb_ctx_free(ctx);
     nb_model_free(m);
     free(ids);

@@ -143,6 +143,43 @@ TEST(api_eval_limits_and_logits) {
     nb_model_free(m);
 }
 
+/* `nibble imatrix --process-output` adds the output matrix (Gemma's tied embedding) and leaves
+ * every other matrix's statistics bit for bit as without it (the chunk is evaluated in slices). */
+TEST(imatrix_process_output) {
+    if (!have_model()) SKIP("model %s absent", MODEL);
+    char dir[] = "/tmp/nb_imatrix_XXXXXX", cmd[2048], out[4096];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char text[256], with[256], without[256];
+    snprintf(text, sizeof text, "%s/text.txt", dir);
+    snprintf(with, sizeof with, "%s/with.gguf", dir);
+    snprintf(without, sizeof without, "%s/without.gguf", dir);
+    FILE *f = fopen(text, "w");
+    CHECK(f != NULL, "text file");
+    for (int i = 0; i < 40; i++) fprintf(f, "Line %d: the robot mixes blue and white paint and waits for the morning light.\n", i);
+    fclose(f);
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "%s imatrix -m %s -f %s -o %s -c 128 --chunks 2 -t 2%s 2>&1", BIN, MODEL, text,
+                 k ? with : without, k ? " --process-output" : "");
+        CHECK(test_sh(cmd, out, sizeof out) == 0, "imatrix failed: %s", out);
+    }
+    nb_imatrix *a = NULL, *b = NULL;
+    CHECK(nb_imatrix_load(with, &a) == NB_OK && nb_imatrix_load(without, &b) == NB_OK, "load: %s", nb_last_error());
+    int64_t n = 0, n2 = 0;
+    const float *emb = nb_imatrix_find(a, "token_embd.weight", &n);
+    CHECK(emb && n == 640, "with --process-output: token_embd.weight has %lld columns", (long long)n);
+    CHECK(nb_imatrix_find(b, "token_embd.weight", &n) == NULL, "without it the output matrix is left out");
+    CHECK(nb_imatrix_count(a) == nb_imatrix_count(b) + 1, "%lld vs %lld matrices", (long long)nb_imatrix_count(a),
+          (long long)nb_imatrix_count(b));
+    const float *qa = nb_imatrix_find(a, "blk.7.ffn_down.weight", &n), *qb = nb_imatrix_find(b, "blk.7.ffn_down.weight", &n2);
+    CHECK(qa && qb && n == n2 && !memcmp(qa, qb, sizeof(float) * (size_t)n), "blk.7.ffn_down statistics differ");
+    double sum = 0;
+    for (int64_t i = 0; emb && i < 640; i++) sum += emb[i];
+    CHECK(sum > 0 && isfinite(sum), "output importance sum %g", sum);
+    nb_imatrix_free(a);
+    nb_imatrix_free(b);
+    remove(text), remove(with), remove(without), rmdir(dir);
+}
+
 TEST(unknown_architecture_refused_by_name) {
     nb_gguf_writer *w;
     CHECK(nb_gguf_writer_create(&w) == NB_OK, "writer");
@@ -165,6 +202,7 @@ int main(int argc, char **argv) {
     RUN(chat_turns_from_stdin);
     RUN(bad_flags_exit_2);
     RUN(api_eval_limits_and_logits);
+    RUN(imatrix_process_output);
     RUN(unknown_architecture_refused_by_name);
     return test_summary();
 }
