@@ -126,6 +126,7 @@ BLOCKS_F32(q8_0, Q8_0)
 BLOCKS_F32(mxfp4, MXFP4)
 BLOCKS_F32(nvfp4, NVFP4)
 BLOCKS_F32(q4_k, Q4_K)
+BLOCKS_F32(q5_k, Q5_K)
 BLOCKS_F32(q6_k, Q6_K)
 
 #define Q8(t, s, f) [NB_TYPE_##t] = {NB_TYPE_Q8_0, nb_mm_##s##_q8_0_avx2, f, "avx2 " #s " x q8_0", "avx2 " #s " x f32", 4}
@@ -139,6 +140,7 @@ const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES] = {
     Q8(MXFP4, mxfp4, mmf_mxfp4),
     Q8(NVFP4, nvfp4, mmf_nvfp4),
     QK(Q4_K, q4_k, "q4_K", mmf_q4_k),
+    QK(Q5_K, q5_k, "q5_K", mmf_q5_k),
     QK(Q6_K, q6_k, "q6_K", mmf_q6_k),
     FL(F32, f32),
     FL(F16, f16),

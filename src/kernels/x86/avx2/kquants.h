@@ -1,5 +1,5 @@
 /*
- * kquants.h: Q4_K and Q6_K weights against Q8_K activations ("W4A8" in integers), written once
+ * kquants.h: Q4_K, Q5_K and Q6_K weights against Q8_K activations ("W4A8" in integers), written once
  * for AVX2 (kquants_avx2.c: tiles of up to 4 rows x 2 tokens, 16 registers) and for the AVX-512
  * set (x86/avx512/kquants_avx512.c: the same instructions on 32 registers, so tiles of 4 x 4
  * tokens decode each block once per 4 tokens, and VNNI's vpdpwssd folds the scale multiply and
@@ -13,6 +13,7 @@
  * group, as the lane contract in kernels.h requires. The minimum never touches the elements:
  * sum_i m_j*a_i over a sub-block is m_j times the activation block's precomputed bsums, one
  * scalar per block and row (the minus of d*sc*q - dmin*m applied once at the end).
+ * Q5_K: Q4_K with a fifth bit per code from qh, or'ed in at bit 4 (codes 0..31).
  * Q6_K: codes 0..63 (six bits, unsigned), so q*a - 32*a is formed in int16 with two vpmaddubsw
  * (pair sums <= 2*63*127 and 2*32*127) before the multiply with the int8 scales of each 16
  * elements.
@@ -42,9 +43,17 @@ static inline void k_scales(const uint8_t *q, __m128i *sc, __m128i *m) {
     *m = _mm_cvtsi64_si128((long long)n);
 }
 
-static inline __attribute__((always_inline)) void tile_q4_k(int R, int T, int64_t nb, const uint8_t *w, size_t ws,
-                                                            size_t rs, const uint8_t *a, size_t as, float *y,
-                                                            size_t ldy) {
+/* The fifth bits of Q5_K's 32-element group g (bit g of each qh byte) at bit 4 of each byte. */
+static inline __m256i q5_high(__m256i qh, int g) {
+    const __m256i v = g <= 4 ? _mm256_slli_epi16(qh, 4 - g) : _mm256_srli_epi16(qh, g - 4);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+/* Q4_K, and Q5_K (five): the same but for a fifth bit per code from qh (codes 0..31: vpmaddubsw's
+ * pair sums stay within 2*31*127). */
+static inline __attribute__((always_inline)) void tile_q45_k(int five, int R, int T, int64_t nb, const uint8_t *w,
+                                                             size_t ws, size_t rs, const uint8_t *a, size_t as,
+                                                             float *y, size_t ldy) {
     __m256 acc[RMAX][TMAX];
     float macc[RMAX][TMAX];
     #pragma GCC unroll 8
@@ -58,10 +67,12 @@ static inline __attribute__((always_inline)) void tile_q4_k(int R, int T, int64_
         for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
-            const nb_block_q4_k *b = (const nb_block_q4_k *)(w + (size_t)r * rs * ws) + i;
-            _mm_prefetch((const char *)b + NB_PREFETCH_BYTES, _MM_HINT_T0);
-            _mm_prefetch((const char *)b + NB_PREFETCH_BYTES + 64, _MM_HINT_T0);
-            _mm_prefetch((const char *)b + NB_PREFETCH_BYTES + 128, _MM_HINT_T0);
+            /* Q4_K's and Q5_K's blocks share d, dmin and scales; Q5_K has qh before qs */
+            const nb_block_q5_k *b5 = (const nb_block_q5_k *)(w + (size_t)r * rs * ws) + i;
+            const nb_block_q4_k *b = five ? (const nb_block_q4_k *)b5 : (const nb_block_q4_k *)(w + (size_t)r * rs * ws) + i;
+            const uint8_t *qs = five ? b5->qs : b->qs;
+            for (int l = 0; l < (five ? 176 : 144); l += 64) _mm_prefetch((const char *)b + NB_PREFETCH_BYTES + l, _MM_HINT_T0);
+            const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)b5->qh) : _mm256_setzero_si256();
             __m128i sc8, m8;
             k_scales(b->scales, &sc8, &m8);
             /* scale j as int16 in every word of both halves: one byte shuffle per j */
@@ -71,8 +82,12 @@ static inline __attribute__((always_inline)) void tile_q4_k(int R, int T, int64_
             for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
             #pragma GCC unroll 8
             for (int c = 0; c < 4; c++) {
-                __m256i qv = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+                __m256i qv = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
                 __m256i lo = _mm256_and_si256(qv, m4), hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+                if (five) {
+                    lo = _mm256_or_si256(lo, q5_high(qh, 2 * c));
+                    hi = _mm256_or_si256(hi, q5_high(qh, 2 * c + 1));
+                }
                 __m256i sl = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c))));
                 __m256i sh = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * (2 * c + 1))));
                 #pragma GCC unroll 8
@@ -159,6 +174,18 @@ static inline __attribute__((always_inline)) void tile_q6_k(int R, int T, int64_
         for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nb_avx2_lane_sum(acc[r][t]);
 }
 
+static inline __attribute__((always_inline)) void tile_q4_k(int R, int T, int64_t nb, const uint8_t *w, size_t ws,
+                                                            size_t rs, const uint8_t *a, size_t as, float *y,
+                                                            size_t ldy) {
+    tile_q45_k(0, R, T, nb, w, ws, rs, a, as, y, ldy);
+}
+
+static inline __attribute__((always_inline)) void tile_q5_k(int R, int T, int64_t nb, const uint8_t *w, size_t ws,
+                                                            size_t rs, const uint8_t *a, size_t as, float *y,
+                                                            size_t ldy) {
+    tile_q45_k(1, R, T, nb, w, ws, rs, a, as, y, ldy);
+}
+
 #define KQ_CAT3(a, b, c) a##b##c
 #define KQ_NAME(ty, isa) KQ_CAT3(nb_mm_##ty, _q8_k_, isa)
 #define TILE(ty, R, T)                                                                                   \
@@ -184,6 +211,7 @@ static inline __attribute__((always_inline)) void tile_q6_k(int R, int T, int64_
     }
 
 KERNEL(q4_k)
+KERNEL(q5_k)
 KERNEL(q6_k)
 
 #endif
