@@ -21,6 +21,7 @@ import os
 import platform
 import re
 import subprocess
+import statistics
 import sys
 import time
 
@@ -79,21 +80,37 @@ def perplexity(nibble, model, args, threads):
     return json.loads(r.stdout)
 
 
-def speed(nibble, model, prompt, threads, runs):
-    """Best of `runs` runs for prefill and decode separately: other work on the machine only ever
-    slows a run down, so the fastest is the closest to what the code does."""
-    best = {}
+def speeds(nibble, paths, prompt, threads, runs):
+    """Prefill and decode tokens/s of every variant: `runs` rounds, each running every variant once
+    in turn, so that the load of other work on the machine falls on all of them alike; the median
+    of the rounds counts (min and max kept). Every file is first dropped from the page cache and
+    read back by one unmeasured run, so that each is read through nibble's own mapping (2 MiB
+    folios after its MADV_HUGEPAGE hint): a file just written by `nibble quantize` sits in small
+    pages, and that alone cost the same bytes up to 25 % of decode speed at 2 threads here."""
+    for path in paths.values():
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        sh([nibble, "run", "-m", path, "-p", "warm up", "-n", "1", "-t", str(threads), "-c", "256"])
+    got = {name: {"prefill": [], "decode": []} for name in paths}
     for _ in range(runs):
-        r = sh([nibble, "run", "-m", model, "-f", prompt, "-n", "64", "--temp", "0", "-t", str(threads), "-c", "1024"])
-        if r.returncode != 0:
-            raise RuntimeError("run failed: " + r.stderr[-1500:])
-        pre = re.search(r"prompt:\s+(\d+) tokens\s+([\d.]+) tokens/s", r.stderr)
-        gen = re.search(r"generation:\s+(\d+) tokens\s+([\d.]+) tokens/s", r.stderr)
-        best["prefill_tokens"], best["decode_tokens"] = int(pre.group(1)), int(gen.group(1))
-        best["prefill_tps"] = max(best.get("prefill_tps", 0), float(pre.group(2)))
-        best["decode_tps"] = max(best.get("decode_tps", 0), float(gen.group(2)))
-    best["runs"] = runs
-    return best
+        for name, path in paths.items():
+            r = sh([nibble, "run", "-m", path, "-f", prompt, "-n", "64", "--temp", "0", "-t", str(threads), "-c", "1024"])
+            if r.returncode != 0:
+                raise RuntimeError(f"run {name} failed: " + r.stderr[-1500:])
+            pre = re.search(r"prompt:\s+(\d+) tokens\s+([\d.]+) tokens/s", r.stderr)
+            gen = re.search(r"generation:\s+(\d+) tokens\s+([\d.]+) tokens/s", r.stderr)
+            got[name]["prefill"].append(float(pre.group(2)))
+            got[name]["decode"].append(float(gen.group(2)))
+            got[name]["tokens"] = (int(pre.group(1)), int(gen.group(1)))
+    out = {}
+    for name, g in got.items():
+        out[name] = {"prefill_tokens": g["tokens"][0], "decode_tokens": g["tokens"][1], "runs": runs,
+                     "prefill_tps": statistics.median(g["prefill"]), "decode_tps": statistics.median(g["decode"]),
+                     "decode_min": min(g["decode"]), "decode_max": max(g["decode"])}
+    return out
 
 
 def write_prompt(text, path):
@@ -210,7 +227,7 @@ def write_doc(results, meta, ctxs):
     body = [BEGIN, "",
             f"Measured {meta['date']} at commit `{meta['commit']}` on {meta['machine']}, {meta['threads']} threads; "
             f"load average at the start {meta['load']} (other work shared the cores, so speeds are indicative). "
-            f"Text: {meta['text']}; windows: {meta['chunks']}; speeds: best of {meta['speed_runs']} runs. "
+            f"Text: {meta['text']}; windows: {meta['chunks']}; speeds: median of {meta['speed_runs']} rounds, every variant once a round. "
             f"Command: `{meta['command']}` ({meta['minutes']:.1f} minutes)." + reused(meta), "",
             table(results, ctxs), "", "Targets:", "", targets(results, ctxs), "", END]
     text = open(DOC, encoding="utf-8").read() if os.path.exists(DOC) else ""
@@ -231,7 +248,7 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--only", default="", help="comma-separated variant names (the base always runs)")
     ap.add_argument("--fresh", action="store_true", help="rebuild variant files and the base distributions")
-    ap.add_argument("--speed-runs", type=int, default=3, help="speed runs per variant; the best counts")
+    ap.add_argument("--speed-runs", type=int, default=5, help="rounds of speed runs (every variant once a round); the median counts")
     ap.add_argument("--reuse", action="store_true",
                     help="take perplexity/KLD numbers from models/grid/results.json where the variant and windows "
                          "match (re-measure speed only); stale after engine changes")
@@ -254,7 +271,7 @@ def main():
         prev = json.load(open(os.path.join(GRID, "results.json")))
         old = {r["name"]: r for r in prev["results"] if "error" not in r}
         old_meta = prev["meta"].get("measured_ppl", prev["meta"])
-    results = []
+    results, paths = [], {}
     for name, qargs, what in VARIANTS:
         if only and name != "base" and name not in only:
             continue
@@ -281,12 +298,15 @@ def main():
                 r["ppl"][str(c)] = perplexity(nibble, path, args, a.threads)
                 print(f"{name} @{c}: PPL {r['ppl'][str(c)]['ppl']:.4f}"
                       + (f", KLD {r['ppl'][str(c)]['kld']:.5f}" if "kld" in r["ppl"][str(c)] else ""), flush=True)
-            r["speed"] = speed(nibble, path, prompt, a.threads, a.speed_runs)
-            print(f"{name}: {r['mib']:.1f} MiB, {r['bpw']:.3f} bits/w, decode {r['speed']['decode_tps']:.1f} t/s",
-                  flush=True)
+            paths[name] = path
+            print(f"{name}: {r['mib']:.1f} MiB, {r['bpw']:.3f} bits/w", flush=True)
         except Exception as e:  # one failed variant does not stop the grid
             r["error"] = str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
             print(f"{name}: FAILED: {e}", file=sys.stderr, flush=True)
+    by_speed = speeds(nibble, paths, prompt, a.threads, a.speed_runs)
+    for r in results:
+        if r["name"] in by_speed:
+            r["speed"] = by_speed[r["name"]]
     commit = sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).stdout.strip() or "unknown"
     if sh(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"]).stdout.strip():
         commit += " + uncommitted changes"
