@@ -196,7 +196,7 @@ static int bench_kernels(int argc, char **argv) {
             if (reps < 1 || reps > 32) goto usage;
         } else goto usage;
     }
-    static const int types[] = {NB_TYPE_Q4_K, NB_TYPE_Q5_0, NB_TYPE_Q6_K, NB_TYPE_Q8_0, NB_TYPE_MXFP4,
+    static const int types[] = {NB_TYPE_Q4_K, NB_TYPE_Q5_K, NB_TYPE_Q5_0, NB_TYPE_Q6_K, NB_TYPE_Q8_0, NB_TYPE_MXFP4,
                                 NB_TYPE_NVFP4, NB_TYPE_Q4_0, NB_TYPE_F16, NB_TYPE_BF16, NB_TYPE_F32};
     const int ntypes = (int)(sizeof types / sizeof types[0]);
     if (json) printf("{\"isa\": \"%s\", \"results\": [", nb_isa_name(nb_isa_active()));
