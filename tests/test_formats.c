@@ -175,6 +175,8 @@ TEST(unknown_and_unsupported_ids_are_refused_by_name) {
     CHECK(contains(nb_last_error(), "q4_1"), "names q4_1: %s", nb_last_error());
     CHECK(nb_dequantize(3, qbuf, ybuf, 32) == NB_ERR_UNSUPPORTED && contains(nb_last_error(), "q4_1"), "q4_1 deq");
     CHECK(nb_dequantize(10, qbuf, ybuf, 256) == NB_ERR_UNSUPPORTED && contains(nb_last_error(), "q2_K"), "q2_K");
+    CHECK(nb_dequantize(41, qbuf, ybuf, 256) == NB_ERR_UNSUPPORTED && contains(nb_last_error(), "q1_0"), "q1_0 (ggml's newest id): %s",
+          nb_last_error());
     CHECK(nb_quantize(99, xbuf, qbuf, 32) == NB_ERR_UNSUPPORTED && contains(nb_last_error(), "99"), "id 99");
     CHECK(contains(nb_last_error(), "unknown"), "id 99 is unknown: %s", nb_last_error());
     CHECK(nb_row_bytes(-1, 32, &bytes) == NB_ERR_UNSUPPORTED, "id -1");

@@ -32,7 +32,7 @@ static const char *const ggml_names[] = {
     "q8_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q8_K", "iq2_xxs", "iq2_xs", "iq3_xxs",
     "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs", "i8", "i16", "i32", "i64", "f64", "iq1_m",
     "bf16", "q4_0_4_4 (retired)", "q4_0_4_8 (retired)", "q4_0_8_8 (retired)", "tq1_0", "tq2_0",
-    "iq4_nl_4_4 (retired)", "iq4_nl_4_8 (retired)", "iq4_nl_8_8 (retired)", "mxfp4", "nvfp4",
+    "iq4_nl_4_4 (retired)", "iq4_nl_4_8 (retired)", "iq4_nl_8_8 (retired)", "mxfp4", "nvfp4", "q1_0",
 };
 
 const nb_type_traits *nb_type_traits_get(int id) {
