@@ -68,10 +68,15 @@ def kl_rows(p_logits, q_logits):
     return (np.exp(lp) * (lp - lq)).sum(axis=-1)
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def model_path():
+    """The default model's path, fetched by scripts/fetch-model.sh when absent."""
     import subprocess
-    return subprocess.run(["bash", "scripts/fetch-model.sh"], check=True, capture_output=True,
-                          text=True).stdout.strip().splitlines()[-1]
+    out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "fetch-model.sh")], check=True, capture_output=True,
+                         text=True).stdout
+    return os.path.join(ROOT, out.strip().splitlines()[-1])
 
 
 def llama_logits(path, seqs, **kw):

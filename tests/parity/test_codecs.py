@@ -22,6 +22,9 @@ import numpy as np
 from gguf import GGMLQuantizationType as QT
 from gguf import quants as gq
 
+sys.path.insert(0, os.path.dirname(__file__))
+from tally import Tally  # noqa: E402
+
 BUILD = os.environ.get("NB_BUILD", "build")
 ROW = 1024  # elements per row handed to ggml_quantize_chunk: a multiple of every block length
 N = 64 * ROW  # elements per distribution
@@ -42,23 +45,7 @@ TYPES = {
 }
 QUANT_VS_GGML = ["f16", "bf16", "q4_0", "q5_0", "q8_0", "q4_K", "q5_K", "q6_K", "mxfp4", "nvfp4"]
 
-passed = failed = skipped = 0
-
-
-def report(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok   {name}")
-    else:
-        failed += 1
-        print(f"FAIL {name}: {detail}")
-
-
-def skip(name, why):
-    global skipped
-    skipped += 1
-    print(f"skipped: {name}: {why}")
+T = Tally(verbose=True)
 
 
 def ptr(a):
@@ -206,18 +193,18 @@ def test_dequantize(rng):
         n = nblocks * be
         mine = nb_dequantize(tid, raw, n)
         ok, why = same_floats(mine, gq.dequantize(raw, qt))
-        report(f"dequantize {name} random bytes vs gguf numpy", ok, why)
+        T.check(ok, f"dequantize {name} random bytes vs gguf numpy", why)
         if ggml is None:
-            skip(f"dequantize {name} vs ggml C", ggml_why)
+            T.skip(f"dequantize {name} vs ggml C", ggml_why)
             continue
         tr = ggml.ggml_get_type_traits(tid).contents
         if not tr.to_float:
-            skip(f"dequantize {name} vs ggml C", "ggml exports no to_float for it")
+            T.skip(f"dequantize {name} vs ggml C", "ggml exports no to_float for it")
             continue
         ref = np.full(n, np.nan, dtype=np.float32)
         ROWFN(tr.to_float)(ptr(raw), ptr(ref), n)
         ok, why = same_floats(mine, ref)
-        report(f"dequantize {name} random bytes vs ggml C", ok, why)
+        T.check(ok, f"dequantize {name} random bytes vs ggml C", why)
 
 
 def ggml_quantize(tid, x, nbytes):
@@ -236,15 +223,15 @@ def test_quantize(rng):
             nbytes = x.size // be * bb
             mine = nb_quantize(tid, x, nbytes)
             if ggml is None:
-                skip(f"quantize {name} {dist} vs llama.cpp", ggml_why)
+                T.skip(f"quantize {name} {dist} vs llama.cpp", ggml_why)
             else:
                 ok, why = same_bytes(mine, ggml_quantize(tid, x, nbytes), bb)
-                report(f"quantize {name} {dist} vs llama.cpp", ok, why)
+                T.check(ok, f"quantize {name} {dist} vs llama.cpp", why)
             if has_np and dist != SUBNORMAL:
                 with np.errstate(all="ignore"):
                     ref = gq.quantize(x.reshape(-1, ROW), qt)
                 ok, why = same_bytes(mine, ref.view(np.uint8), bb)
-                report(f"quantize {name} {dist} vs gguf numpy", ok, why)
+                T.check(ok, f"quantize {name} {dist} vs gguf numpy", why)
 
 
 class BlockQ8K(ctypes.Structure):
@@ -254,12 +241,12 @@ class BlockQ8K(ctypes.Structure):
 def test_q8_k(rng):
     assert ctypes.sizeof(BlockQ8K) == 292
     if ggml is None:
-        skip("q8_K vs ggml", ggml_why)
+        T.skip("q8_K vs ggml", ggml_why)
         return
     try:
         qref, dref = ggml.quantize_row_q8_K_ref, ggml.dequantize_row_q8_K
     except AttributeError:
-        skip("q8_K vs ggml", "libggml-base does not export quantize_row_q8_K_ref")
+        T.skip("q8_K vs ggml", "libggml-base does not export quantize_row_q8_K_ref")
         return
     for fn in (qref, dref):
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
@@ -270,14 +257,14 @@ def test_q8_k(rng):
         ref = np.zeros(nbytes, dtype=np.uint8)  # ggml leaves bsums of an all-zero block unwritten
         qref(ptr(x), ptr(ref), x.size)
         ok, why = same_bytes(mine, ref, 292)
-        report(f"quantize q8_K {dist} vs ggml quantize_row_q8_K_ref", ok, why)
+        T.check(ok, f"quantize q8_K {dist} vs ggml quantize_row_q8_K_ref", why)
     raw = rng.integers(0, 256, 1024 * 292, dtype=np.uint8)
     blocks = raw.reshape(1024, 292)
     blocks[:, 3] &= np.uint8(0x7F)  # the f32 d: clear the top exponent bit, so finite
     ref = np.full(1024 * 256, np.nan, dtype=np.float32)
     dref(ptr(raw), ptr(ref), ref.size)
     ok, why = same_floats(nb_dequantize(15, raw, ref.size), ref)
-    report("dequantize q8_K random bytes vs ggml dequantize_row_q8_K", ok, why)
+    T.check(ok, "dequantize q8_K random bytes vs ggml dequantize_row_q8_K", why)
 
 
 # ------------------------------------------- the FP4 options against their documented rules
@@ -338,7 +325,7 @@ def test_fp4_options(rng):
         mine = np.zeros(x.size // 32 * 17, dtype=np.uint8)
         assert nb.nb_quantize_mxfp4_roundup(ptr(x), ptr(mine), x.size) == 0
         ok, why = same_bytes(mine, model_mxfp4_roundup(x), 17)
-        report(f"mxfp4 round-up {dist} vs its documented rule (numpy model)", ok, why)
+        T.check(ok, f"mxfp4 round-up {dist} vs its documented rule (numpy model)", why)
         mine = np.zeros(x.size // 64 * 36, dtype=np.uint8)
         ts = ctypes.c_float()
         assert nb.nb_quantize_nvfp4_2level(ptr(x), ptr(mine), x.size, ctypes.byref(ts)) == 0
@@ -346,7 +333,7 @@ def test_fp4_options(rng):
         ok, why = same_bytes(mine, ref, 36)
         if ok and np.float32(ts.value) != ref_ts:
             ok, why = False, f"tensor scale {ts.value!r} vs {ref_ts!r}"
-        report(f"nvfp4 two-level {dist} vs its documented rule (numpy model)", ok, why)
+        T.check(ok, f"nvfp4 two-level {dist} vs its documented rule (numpy model)", why)
 
 
 def main():
@@ -355,11 +342,7 @@ def main():
     test_quantize(rng)
     test_q8_k(rng)
     test_fp4_options(rng)
-    if skipped:
-        print(f"{passed} passed, {failed} failed, {skipped} skipped")
-    else:
-        print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return T.summary()
 
 
 if __name__ == "__main__":

@@ -21,19 +21,15 @@ import tempfile
 import numpy as np
 from gguf import GGUFReader, GGUFValueType
 
+sys.path.insert(0, os.path.dirname(__file__))
+from tally import Tally  # noqa: E402
+
 BUILD = os.environ.get('NB_BUILD', 'build')
 lib = C.CDLL(os.path.join(BUILD, 'libnibble.so'))
 
-passed = failed = 0
+T = Tally()
 
 
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print('FAIL', what)
 
 
 class Str(C.Structure):
@@ -171,35 +167,35 @@ def test_writer():
         r = GGUFReader(path)
         raw = open(path, 'rb').read()
         fields = {k: f for k, f in r.fields.items() if not k.startswith('GGUF.')}
-        check(len(fields) == len(SCALARS) + len(ARRAYS), 'key count %d' % len(fields))
+        T.check(len(fields) == len(SCALARS) + len(ARRAYS), 'key count %d' % len(fields))
         for key, t, val in SCALARS:
             f = fields.get(key)
-            check(f is not None and f.types == [GGUFValueType(t)], '%s type %s' % (key, f and f.types))
+            T.check(f is not None and f.types == [GGUFValueType(t)], '%s type %s' % (key, f and f.types))
             if f is None:
                 continue
             got = field_value(f)
-            check(same(got, val, t), '%s: gguf reads %r, nibble wrote %r' % (key, got, val))
+            T.check(same(got, val, t), '%s: gguf reads %r, nibble wrote %r' % (key, got, val))
         for key, t, vals in ARRAYS:
             f = fields.get(key)
-            check(f is not None and f.types == [GGUFValueType.ARRAY, GGUFValueType(t)], '%s types' % key)
+            T.check(f is not None and f.types == [GGUFValueType.ARRAY, GGUFValueType(t)], '%s types' % key)
             if f is None:
                 continue
             got = field_value(f)
-            check(len(got) == len(vals) and all(same(a, b, t) for a, b in zip(got, vals)),
-                  '%s: gguf reads %r, nibble wrote %r' % (key, got, vals))
-        check(len(r.tensors) == len(tensors), 'tensor count %d' % len(r.tensors))
+            T.check(len(got) == len(vals) and all(same(a, b, t) for a, b in zip(got, vals)),
+                    '%s: gguf reads %r, nibble wrote %r' % (key, got, vals))
+        T.check(len(r.tensors) == len(tensors), 'tensor count %d' % len(r.tensors))
         for t in r.tensors:
             want = tensors.get(t.name)
-            check(want is not None, 'unexpected tensor %s' % t.name)
+            T.check(want is not None, 'unexpected tensor %s' % t.name)
             if want is None:
                 continue
             tid, shape, data, _ = want
-            check(int(t.tensor_type) == tid, '%s type %s' % (t.name, t.tensor_type))
-            check([int(x) for x in t.shape] == shape, '%s shape %s' % (t.name, list(t.shape)))
-            check(t.n_bytes == len(data), '%s bytes %d' % (t.name, t.n_bytes))
-            check(t.data_offset % 32 == 0, '%s offset %d not aligned' % (t.name, t.data_offset))
-            check(raw[t.data_offset:t.data_offset + len(data)] == data, '%s data differs' % t.name)
-            check(np.asarray(t.data).tobytes() == data, '%s data as gguf reads it differs' % t.name)
+            T.check(int(t.tensor_type) == tid, '%s type %s' % (t.name, t.tensor_type))
+            T.check([int(x) for x in t.shape] == shape, '%s shape %s' % (t.name, list(t.shape)))
+            T.check(t.n_bytes == len(data), '%s bytes %d' % (t.name, t.n_bytes))
+            T.check(t.data_offset % 32 == 0, '%s offset %d not aligned' % (t.name, t.data_offset))
+            T.check(raw[t.data_offset:t.data_offset + len(data)] == data, '%s data differs' % t.name)
+            T.check(np.asarray(t.data).tobytes() == data, '%s data as gguf reads it differs' % t.name)
 
 
 def nb_value(g, kv):
@@ -238,19 +234,19 @@ def test_model():
     ok(lib.nb_gguf_open(path.encode(), C.byref(g)), 'open')
     fields = {k: f for k, f in r.fields.items() if not k.startswith('GGUF.')}
     n = lib.nb_gguf_kv_count(g)
-    check(n == len(fields), 'model key count %d vs %d' % (n, len(fields)))
+    T.check(n == len(fields), 'model key count %d vs %d' % (n, len(fields)))
     for kv in range(n):
         key = lib.nb_gguf_kv_key(g, kv).decode()
         f = fields.get(key)
         v = nb_value(g, kv)
-        check(f is not None and int(f.types[0]) == v.type, 'model %s type' % key)
+        T.check(f is not None and int(f.types[0]) == v.type, 'model %s type' % key)
         if f is None:
             continue
         if v.type != ARRAY:
             a, b = scalar(v), f.contents()
-            check(same(a, b, v.type), 'model %s: nibble %r, gguf %r' % (key, a, b))
+            T.check(same(a, b, v.type), 'model %s: nibble %r, gguf %r' % (key, a, b))
             continue
-        check(int(f.types[1]) == v.v.arr.type and len(f.data) == v.v.arr.count, 'model %s array' % key)
+        T.check(int(f.types[1]) == v.v.arr.type and len(f.data) == v.v.arr.count, 'model %s array' % key)
         count = v.v.arr.count
         idx = sorted(set([0, 1, 2, 3, count // 2, count - 2, count - 1]) & set(range(count)))
         # every element of small arrays, a sample of the tokenizer's 262144
@@ -260,20 +256,20 @@ def test_model():
             e = Value()
             ok(lib.nb_gguf_arr_value(g, kv, i, C.byref(e)), '%s[%d]' % (key, i))
             b = f.contents(i)
-            check(same(scalar(e), b, e.type), 'model %s[%d]: nibble %r gguf %r' % (key, i, scalar(e), b))
-    check(lib.nb_gguf_tensor_count(g) == len(r.tensors), 'model tensor count')
+            T.check(same(scalar(e), b, e.type), 'model %s[%d]: nibble %r gguf %r' % (key, i, scalar(e), b))
+    T.check(lib.nb_gguf_tensor_count(g) == len(r.tensors), 'model tensor count')
     base = lib.nb_gguf_data_offset(g)
     for i, t in enumerate(r.tensors):
         nt = lib.nb_gguf_tensor_at(g, i).contents
-        check(nt.name.decode() == t.name and nt.type == int(t.tensor_type), 'model tensor %d %s' % (i, t.name))
-        check(list(nt.ne[:nt.n_dims]) == [int(x) for x in t.shape], 'model %s shape' % t.name)
-        check(nt.bytes == t.n_bytes and base + nt.offset == t.data_offset, 'model %s bytes/offset' % t.name)
+        T.check(nt.name.decode() == t.name and nt.type == int(t.tensor_type), 'model tensor %d %s' % (i, t.name))
+        T.check(list(nt.ne[:nt.n_dims]) == [int(x) for x in t.shape], 'model %s shape' % t.name)
+        T.check(nt.bytes == t.n_bytes and base + nt.offset == t.data_offset, 'model %s bytes/offset' % t.name)
     lib.nb_gguf_close(g)
 
 
 def inspect_json(path):
     out = subprocess.run([os.path.join(BUILD, 'nibble'), 'inspect', '--json', path], capture_output=True, text=True)
-    check(out.returncode == 0, 'inspect --json %s exit %d: %s' % (path, out.returncode, out.stderr))
+    T.check(out.returncode == 0, 'inspect --json %s exit %d: %s' % (path, out.returncode, out.stderr))
     return json.loads(out.stdout)
 
 
@@ -287,10 +283,10 @@ def compare_inspect(path):
         c[1] += int(np.prod([int(x) for x in t.shape]))
         c[2] += int(t.n_bytes)
     got = {c['type'].lower(): [c['tensors'], c['parameters'], c['bytes']] for c in d['census']}
-    check(got == census, 'inspect census of %s: %s vs gguf %s' % (path, got, census))
-    check([t['name'] for t in d['tensors']] == [t.name for t in r.tensors], 'inspect tensor names of %s' % path)
+    T.check(got == census, 'inspect census of %s: %s vs gguf %s' % (path, got, census))
+    T.check([t['name'] for t in d['tensors']] == [t.name for t in r.tensors], 'inspect tensor names of %s' % path)
     keys = [k for k in r.fields if not k.startswith('GGUF.')]
-    check(list(d['metadata'].keys()) == keys, 'inspect metadata keys of %s' % path)
+    T.check(list(d['metadata'].keys()) == keys, 'inspect metadata keys of %s' % path)
     return d
 
 
@@ -300,7 +296,7 @@ def test_inspect_json():
         path = os.path.join(tmp, 'nibble.gguf')
         write_sample(path, rng)
         d = compare_inspect(path)
-        check(d['metadata']['s.string'] == SCALARS[8][2], 'inspect string escaping: %r' % d['metadata']['s.string'])
+        T.check(d['metadata']['s.string'] == SCALARS[8][2], 'inspect string escaping: %r' % d['metadata']['s.string'])
         # quotes, backslashes, control bytes and bytes that are not UTF-8 must still give valid JSON
         odd = os.path.join(tmp, 'odd.gguf')
         w = P()
@@ -315,27 +311,26 @@ def test_inspect_json():
         ok(lib.nb_gguf_writer_write(w, odd.encode()), 'write odd')
         lib.nb_gguf_writer_free(w)
         d = inspect_json(odd)
-        check(d['metadata'].get('odd\tkey"') == 'q"b\\s\n\x01\x7f\ufffd\ufffd(\u20ac',
-              'inspect escaping: %r' % d['metadata'])
+        T.check(d['metadata'].get('odd\tkey"') == 'q"b\\s\n\x01\x7f\ufffd\ufffd(\u20ac',
+                'inspect escaping: %r' % d['metadata'])
     path = model_path()
     if path:
         d = compare_inspect(path)
         types = {c['type'] for c in d['census']}
-        check({'q4_K', 'q5_0', 'q6_K', 'q8_0', 'f32'} <= types, 'model census types %s' % types)
-        check(sum(1 for t in d['tensors'] if t['fallback_from']) == 91, 'model fallbacks')
+        T.check({'q4_K', 'q5_0', 'q6_K', 'q8_0', 'f32'} <= types, 'model census types %s' % types)
+        T.check(sum(1 for t in d['tensors'] if t['fallback_from']) == 91, 'model fallbacks')
 
 
 def main():
     for fn in (test_writer, test_model, test_inspect_json):
-        before = failed
+        before = T.failed
         try:
             fn()
         except Exception as e:  # a crash in one part still lets the other run and is counted
-            check(False, '%s raised %r' % (fn.__name__, e))
-        if failed != before:
+            T.check(False, '%s raised %r' % (fn.__name__, e))
+        if T.failed != before:
             print('FAILED:', fn.__name__)
-    print('%d passed, %d failed' % (passed, failed))
-    return 1 if failed else 0
+    return T.summary()
 
 
 if __name__ == '__main__':

@@ -22,22 +22,13 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from nbctypes import model_path  # noqa: E402
+from nbctypes import ROOT, model_path  # noqa: E402
+from tally import Tally  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 N_CTX, CHUNKS, TOP_K = 512, 4, 16
 SLICE = (200_000, 215_000)  # characters of the text: about 4,500 tokens, more than 4 windows
 
-passed = failed = 0
-
-
-def check(name, ok, detail):
-    global passed, failed
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}")
-    if ok:
-        passed += 1
-    else:
-        failed += 1
+T = Tally(verbose=True)
 
 
 def fetch_text():
@@ -82,7 +73,7 @@ def main():
                               "--chunks", str(CHUNKS), "-t", "2", "--json", "--save-logits", lp, "--top-k",
                               str(TOP_K)], capture_output=True, text=True)
         if run.returncode != 0:
-            check("nibble perplexity runs", False, run.stderr[-2000:])
+            T.check(False, "nibble perplexity runs", run.stderr[-2000:])
             return
         mine = json.loads(run.stdout)
         n_vocab, saved_tokens, recs = read_logprobs(lp)
@@ -91,8 +82,8 @@ def main():
     toks = llm.tokenize(text.encode(), add_bos=True, special=False)
     bos = llm.token_bos()
     first = N_CTX // 2
-    check("tokens", np.array_equal(saved_tokens.ravel(), np.array(toks[:CHUNKS * N_CTX], dtype=np.int32)),
-          f"{len(toks)} tokens in the text, first {CHUNKS * N_CTX} identical to llama.cpp's")
+    T.check(np.array_equal(saved_tokens.ravel(), np.array(toks[:CHUNKS * N_CTX], dtype=np.int32)), "tokens",
+            f"{len(toks)} tokens in the text, first {CHUNKS * N_CTX} identical to llama.cpp's")
 
     nll, kl, same = [], [], []
     for c in range(CHUNKS):
@@ -119,18 +110,18 @@ def main():
     print(f"nibble:    PPL = {mine['ppl']:.4f} +/- {mine['ppl_err']:.4f} ({mine['windows']} windows, "
           f"{mine['positions']} positions, {mine['tokens_per_s']:.1f} tokens/s)")
     rel = mine["ppl"] / ppl - 1
-    check("positions", mine["positions"] == n and len(recs) == n, f"{mine['positions']} vs {n}")
-    check("perplexity within 1 %", abs(rel) < 0.01, f"nibble/llama.cpp - 1 = {100 * rel:+.3f} %")
+    T.check(mine["positions"] == n and len(recs) == n, "positions", f"{mine['positions']} vs {n}")
+    T.check(abs(rel) < 0.01, "perplexity within 1 %", f"nibble/llama.cpp - 1 = {100 * rel:+.3f} %")
     valid = (recs["token"] == saved_tokens[:, first + 1:].ravel()).all() and (recs["zero"] == 0).all() and \
         ((recs["tail"] >= 0) & (recs["tail"] <= 1)).all() and (np.diff(recs["top"]["lp"], axis=1) <= 0).all() and \
         (recs["top"]["id"] < n_vocab).all()
-    check("saved records valid", bool(valid), f"{n} records of K = {TOP_K}, n_vocab {n_vocab}")
+    T.check(bool(valid), "saved records valid", f"{n} records of K = {TOP_K}, n_vocab {n_vocab}")
     d_nll = np.abs(recs["nll"] - nll)
-    check("saved nll vs llama.cpp", float(np.median(d_nll)) < 0.1,
-          f"|nll_nibble - nll_llama|: median {np.median(d_nll):.4f}, max {d_nll.max():.4f}")
-    check("KL(nibble || llama.cpp)", float(kl.mean()) < 0.02 and float(same.mean()) > 0.9,
-          f"mean {kl.mean():.5f}, p99 {np.percentile(kl, 99):.5f}, max {kl.max():.5f}; "
-          f"same top token {100 * same.mean():.2f} %")
+    T.check(float(np.median(d_nll)) < 0.1, "saved nll vs llama.cpp",
+            f"|nll_nibble - nll_llama|: median {np.median(d_nll):.4f}, max {d_nll.max():.4f}")
+    T.check(float(kl.mean()) < 0.02 and float(same.mean()) > 0.9, "KL(nibble || llama.cpp)",
+            f"mean {kl.mean():.5f}, p99 {np.percentile(kl, 99):.5f}, max {kl.max():.5f}; "
+            f"same top token {100 * same.mean():.2f} %")
 
 
 if __name__ == "__main__":
@@ -139,6 +130,5 @@ if __name__ == "__main__":
     except Exception as e:  # a crash is one failure, with its reason
         import traceback
         traceback.print_exc()
-        check("parity run", False, repr(e))
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+        T.check(False, "parity run", repr(e))
+    sys.exit(T.summary())

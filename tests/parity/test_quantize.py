@@ -22,6 +22,7 @@ import llama_cpp
 
 sys.path.insert(0, os.path.dirname(__file__))
 from nbctypes import Model, kl_rows, llama_logits  # noqa: E402
+from tally import Tally  # noqa: E402
 from test_runtime import N_POS, TEXTS  # noqa: E402
 
 BUILD = os.environ.get('NB_BUILD', 'build')
@@ -31,16 +32,9 @@ REAL_RECIPES = ['q8_0', 'q4_0', 'q4_k_m', 'mxfp4', 'nvfp4']
 FTYPES = {'q8_0': llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, 'q4_0': llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0,
           'q4_k_m': llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M}
 
-passed = failed = 0
+T = Tally()
 
 
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print('FAIL', what)
 
 
 def vocab():
@@ -152,12 +146,12 @@ def byte_parity(tmp):
         for recipe, ftype in FTYPES.items():
             ll, nb = os.path.join(tmp, 'll.gguf'), os.path.join(tmp, 'nb.gguf')
             rc = llama_quantize(src, ll, ftype)
-            check(rc == 0, '%s %s: llama.cpp quantize returned %d' % (name, recipe, rc))
-            check(nibble_quantize(src, nb, recipe) == 0, '%s %s: nibble quantize failed' % (name, recipe))
+            T.check(rc == 0, '%s %s: llama.cpp quantize returned %d' % (name, recipe, rc))
+            T.check(nibble_quantize(src, nb, recipe) == 0, '%s %s: nibble quantize failed' % (name, recipe))
             if rc != 0 or not os.path.exists(nb):
                 continue
             a, b = open(ll, 'rb').read(), open(nb, 'rb').read()
-            check(a == b, '%s %s: files differ: %s' % (name, recipe, first_difference(a, b)))
+            T.check(a == b, '%s %s: files differ: %s' % (name, recipe, first_difference(a, b)))
 
 
 def runs_in_llama(tmp):
@@ -174,7 +168,7 @@ def runs_in_llama(tmp):
     for recipe in REAL_RECIPES:
         out = os.path.join(tmp, 'real_%s.gguf' % recipe)
         if nibble_quantize(REAL, out, recipe) != 0:
-            check(False, 'real model %s: nibble quantize failed' % recipe)
+            T.check(False, 'real model %s: nibble quantize failed' % recipe)
             continue
         llm, ref = llama_logits(out, seqs, flash_attn=False)
         ref_fa = np.concatenate(llama_logits(out, seqs, flash_attn=True)[1])
@@ -190,14 +184,14 @@ def runs_in_llama(tmp):
         top = float((ref.argmax(1) == mine.argmax(1)).mean())
         top_self = float((ref.argmax(1) == ref_fa.argmax(1)).mean())
         bound = max(0.001, 1.25 * kl_self)
-        check(np.isfinite(mine).all() and kl <= bound,
-              'real %s: mean KL(llama||nibble) %.6f above %.6f' % (recipe, kl, bound))
-        check(top >= min(0.99, top_self - 0.03),
-              'real %s: same top token %.2f %% vs llama self %.2f %%' % (recipe, 100 * top, 100 * top_self))
+        T.check(np.isfinite(mine).all() and kl <= bound,
+                'real %s: mean KL(llama||nibble) %.6f above %.6f' % (recipe, kl, bound))
+        T.check(top >= min(0.99, top_self - 0.03),
+                'real %s: same top token %.2f %% vs llama self %.2f %%' % (recipe, 100 * top, 100 * top_self))
         llm.reset()
         text = llm(prompt, max_tokens=12, temperature=0.0)['choices'][0]['text']
         words = [w for w in text.split() if any(c.isalpha() for c in w)]
-        check(len(words) >= 2, 'real %s: greedy text %r has no words' % (recipe, text))
+        T.check(len(words) >= 2, 'real %s: greedy text %r has no words' % (recipe, text))
         print('%-7s KL(llama||nibble) %.6f (llama self %.6f), same top %.1f %% (self %.1f %%) over %d positions; %r'
               % (recipe, kl, kl_self, 100 * top, 100 * top_self, len(ref), text))
         del llm
@@ -206,9 +200,8 @@ def runs_in_llama(tmp):
 
 def main():
     if not os.path.exists(NIBBLE):
-        print('FAIL %s is not built' % NIBBLE)
-        print('0 passed, 1 failed')
-        return 1
+        T.check(False, '%s is not built' % NIBBLE)
+        return T.summary()
     llama_cpp.llama_backend_init()
     global QUIET  # llama.cpp keeps the pointer: the callback must outlive the calls
     QUIET = llama_cpp.llama_log_callback(lambda *a: None)
@@ -216,8 +209,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         byte_parity(tmp)
         runs_in_llama(tmp)
-    print('%d passed, %d failed' % (passed, failed))
-    return 1 if failed else 0
+    return T.summary()
 
 
 if __name__ == '__main__':

@@ -17,6 +17,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from nbctypes import Model, kl_rows, llama_logits, model_path  # noqa: E402
+from tally import Tally  # noqa: E402
 
 TEXTS = [
     "The robot looked at the canvas for a long time before it picked up the brush. Painting, it had "
@@ -43,16 +44,7 @@ TEXTS = [
 ]
 N_POS = 128  # positions per text
 
-passed = failed = 0
-
-
-def check(name, ok, detail):
-    global passed, failed
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}")
-    if ok:
-        passed += 1
-    else:
-        failed += 1
+T = Tally(verbose=True)
 
 
 def main():
@@ -72,7 +64,7 @@ def main():
     R, RF, M = np.concatenate(ref), np.concatenate(ref_fa), np.concatenate(mine)
     n = R.shape[0]
 
-    check("finite logits", bool(np.isfinite(M).all()), f"{n} positions")
+    T.check(bool(np.isfinite(M).all()), "finite logits", f"{n} positions")
     kl = kl_rows(R, M)
     kl_self = kl_rows(R, RF)
     top = float((R.argmax(1) == M.argmax(1)).mean())
@@ -83,27 +75,28 @@ def main():
           f"same top token {100 * top_self:.2f} %")
     # nibble may differ from llama.cpp by no more than llama.cpp differs from itself (plus a quarter).
     bound = max(0.001, 1.25 * kl_self.mean())
-    check("mean KL to llama.cpp", kl.mean() <= bound, f"{kl.mean():.6f} <= {bound:.6f}")
-    check("same top token", top >= min(0.99, top_self - 0.03), f"{100 * top:.2f} % vs llama self {100 * top_self:.2f} %")
+    T.check(kl.mean() <= bound, "mean KL to llama.cpp", f"{kl.mean():.6f} <= {bound:.6f}")
+    T.check(top >= min(0.99, top_self - 0.03), "same top token",
+            f"{100 * top:.2f} % vs llama self {100 * top_self:.2f} %")
 
     # Against the exact float64 forward pass: at least as correct as llama.cpp.
     from gemma_ref import GemmaRef
     exact = GemmaRef(path).forward(seqs[0])
     k_nb, k_ll = kl_rows(exact, mine[0]).mean(), kl_rows(exact, ref[0]).mean()
     print(f"KL(exact||nibble) {k_nb:.6f}, KL(exact||llama.cpp) {k_ll:.6f} over {len(seqs[0])} positions")
-    check("as correct as llama.cpp", k_nb <= 1.25 * k_ll, f"{k_nb:.6f} <= 1.25 x {k_ll:.6f}")
+    T.check(k_nb <= 1.25 * k_ll, "as correct as llama.cpp", f"{k_nb:.6f} <= 1.25 x {k_ll:.6f}")
 
     # Thread-count invariance: bit-identical logits.
     nb1 = Model(path, n_ctx=1024, n_threads=1)
     one = nb1.eval(seqs[1])
-    check("1 vs 2 threads identical", np.array_equal(one, mine[1]), "bitwise")
+    T.check(np.array_equal(one, mine[1]), "1 vs 2 threads identical", "bitwise")
     nb1.close()
 
     # F32 KV cache: same function, without fp16 rounding of K/V.
     nbf = Model(path, n_ctx=1024, n_threads=2, kv_f32=True)
     f32 = nbf.eval(seqs[0])
     kf = kl_rows(ref[0], f32).mean()
-    check("F32 KV cache close to F16", kf <= 2 * bound, f"KL(llama||nibble f32 kv) {kf:.6f}")
+    T.check(kf <= 2 * bound, "F32 KV cache close to F16", f"KL(llama||nibble f32 kv) {kf:.6f}")
     nbf.close()
 
     # Greedy continuations of 32 tokens from 10 prompts: nibble against llama.cpp, and llama.cpp's
@@ -144,10 +137,10 @@ def main():
         same += d is None
         same_self += dfa is None
     print(f"greedy 32 tokens identical to llama.cpp: nibble {same}/10, llama.cpp flash-attn {same_self}/10")
-    check("greedy continuations", same >= min(9, same_self - 2), f"{same}/10 (llama.cpp's own spread: {same_self}/10)")
+    T.check(same >= min(9, same_self - 2), "greedy continuations",
+            f"{same}/10 (llama.cpp's own spread: {same_self}/10)")
     nb.close()
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return T.summary()
 
 
 if __name__ == "__main__":

@@ -16,13 +16,9 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def model_path():
-    out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "fetch-model.sh")], capture_output=True,
-                         text=True, check=True)
-    return os.path.join(ROOT, out.stdout.strip().splitlines()[-1])
+sys.path.insert(0, os.path.dirname(__file__))
+from nbctypes import ROOT, model_path  # noqa: E402
+from tally import Tally  # noqa: E402
 
 
 class Nibble:
@@ -181,14 +177,13 @@ def main():
     path = model_path()
     build = os.environ.get("NB_BUILD", "build")
     lib = os.path.join(ROOT, build, "libnibble.so")
-    passed = failed = 0
+    T = Tally()
     try:
         nb = Nibble(lib, path)
         ref = Reference(path)
     except Exception as e:  # noqa: BLE001 - any set-up failure is one counted failure
-        print("FAIL setup: %s" % e)
-        print("0 passed, 1 failed")
-        return 1
+        T.check(False, "setup", str(e))
+        return T.summary()
     t0 = time.perf_counter()
     for name, text, *flags in texts():
         problems = []
@@ -210,11 +205,7 @@ def main():
                 a, b = nb.detokenize(ids, rs, us), ref.detokenize(ids, rs, us)
                 if a != b:
                     problems.append("detokenize remove_special=%d unparse_special=%d: %r vs %r" % (rs, us, a[:60], b[:60]))
-        if problems:
-            failed += 1
-            print("FAIL %s: %s" % (name, "; ".join(problems)))
-        else:
-            passed += 1
+        T.check(not problems, name, "; ".join(problems))
     elapsed = time.perf_counter() - t0
     # the CLI: `nibble tokenize --ids` on a file, parsed back
     exe = os.path.join(ROOT, build, "nibble")
@@ -230,26 +221,17 @@ def main():
             want = ref.tokenize(cli_text, "--no-bos" not in extra, ps)
             if got != want:
                 problems.append("%s: rc %d %s vs %s %s" % (extra, r.returncode, got, want, r.stderr[-200:]))
-    if problems:
-        failed += 1
-        print("FAIL cli: " + "; ".join(problems))
-    else:
-        passed += 1
+    T.check(not problems, "cli", "; ".join(problems))
     # every token's piece, with and without special
     bad = []
     for tid in range(nb.n_vocab):
         for special in (False, True):
             if nb.piece(tid, special) != ref.piece(tid, special):
                 bad.append((tid, special))
-    if bad:
-        failed += 1
-        print("FAIL pieces: %d differ, first %s" % (len(bad), bad[:5]))
-    else:
-        passed += 1
+    T.check(not bad, "pieces", "%d differ, first %s" % (len(bad), bad[:5]))
     print("tokenizer created in %.1f ms (incl. reading the GGUF arrays); %d texts checked in %.2f s"
           % (nb.create_ms, len(texts()), elapsed))
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return T.summary()
 
 
 if __name__ == "__main__":
