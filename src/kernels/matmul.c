@@ -88,7 +88,8 @@ typedef struct {
 
 static void quantize_rows(void *ctx, int64_t b, int64_t e) {
     job *j = ctx;
-    for (int64_t t = b; t < e; t++) act_row(j->aq_set, j->act_type, j->x + t * j->n_in, j->aq + (size_t)t * j->a_row, j->n_in);
+    for (int64_t t = b; t < e; t++)
+        act_row(j->aq_set, j->act_type, j->x + t * j->n_in, j->aq + (size_t)t * j->a_row, j->n_in);
 }
 
 static void run_rows(void *ctx, int64_t b, int64_t e) {

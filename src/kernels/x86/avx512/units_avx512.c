@@ -205,8 +205,8 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int fp4, int 
     for (int t = 0; t < T; t++) {
         /* elements 0, 4, 8, 12 to the low lanes, stored from registers (a round trip through
          * memory stalls store forwarding, and a tile of a 640-wide row is only 20 units long) */
-        const __m128 r = _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-                                                                        row_sums(lo[t], hi[t], fp4)));
+        const __m512i first = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+        const __m128 r = _mm512_castps512_ps128(_mm512_permutexvar_ps(first, row_sums(lo[t], hi[t], fp4)));
         float *yt = y + (size_t)t * ldy;
         yt[0] = _mm_cvtss_f32(r);
         if (nr > 1) yt[rs] = _mm_cvtss_f32(_mm_shuffle_ps(r, r, 1));
