@@ -104,8 +104,13 @@ void nb_quantize_act(nb_isa isa, int act_type, const float *x, void *dst, int64_
 /* Software prefetch distance of the SIMD tiles: each weight row is touched this many bytes ahead
  * of the block being decoded. Decode is memory bound and a tile streams 4 rows at once; with the
  * hardware prefetcher alone one core kept too few misses in flight (1024 was best of
- * 0/512/1024/2048 on Zen 4, about +20 % on a 16384 x 14336 Q8_0/Q5_0 GEMV, best of 10 runs). */
+ * 0/512/1024/2048 on Zen 4, about +20 % on a 16384 x 14336 Q8_0/Q5_0 GEMV, best of 10 runs).
+ * Q8_0 (34-byte units, the most bytes per instruction) streams best at half that distance: on
+ * Zen 4 with 2 MiB pages, 512 against 1024 gave Q8_0 +11 % (16384 x 14336) and +8 % (262144 x
+ * 640, Gemma's output matrix) and 1-thread decode of the default model +9 %, while Q4_0, Q5_0,
+ * MXFP4, NVFP4 and Q4_K lost 2-7 % at 512 (medians of 37 runs, 1 thread, 2026-11-29). */
 #define NB_PREFETCH_BYTES 1024
+static inline size_t nb_prefetch_bytes(int unit_bytes) { return unit_bytes == 34 ? 512 : NB_PREFETCH_BYTES; }
 
 /* The fixed 8-lane reduction order of the contract above. */
 static inline float nb_lane_sum(const float a[8]) {

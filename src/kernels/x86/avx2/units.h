@@ -129,7 +129,7 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int ub, int f
         }
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++)
-            _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + NB_PREFETCH_BYTES, _MM_HINT_T0);
+            _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + nb_prefetch_bytes(ub), _MM_HINT_T0);
         #pragma GCC unroll 8
         for (int j = 0; j < S; j++) {
             if (fp4) { /* rows 2j and 2j+1 (an odd last row pairs with itself; its twin is dropped) */

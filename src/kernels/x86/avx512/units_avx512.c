@@ -174,7 +174,7 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int fp4, int 
     const uint8_t *p[RT];
     /* short neighbouring rows (a 640-wide matrix in a GEMM tile: 4 x 680 bytes) make the tile one
      * contiguous stream: prefetch the same unit of the next tile's rows instead, a tile ahead */
-    const size_t pf = ws < NB_PREFETCH_BYTES && rs == 1 ? ws * RT : NB_PREFETCH_BYTES;
+    const size_t pf = ws < NB_PREFETCH_BYTES && rs == 1 ? ws * RT : nb_prefetch_bytes(ub);
     for (int i = 0; i < RT; i++) p[i] = w + (size_t)(i < nr ? i : nr - 1) * rs * ws;
     __m512 lo[TMAX], hi[TMAX];
     #pragma GCC unroll 8
