@@ -134,11 +134,39 @@ TEST(bad_parameters) {
     CHECK(nb_sampler_create(&p, 0, &s) == NB_ERR_INVALID_ARG, "empty vocabulary");
 }
 
+/* A vocabulary of many chunks (the scans skip chunks that cannot change the choice): the lowest
+ * id among equal maxima wins across chunk borders, a penalized maximum loses to the next best in
+ * another chunk, NaN never wins, and top-k with k = 1 keeps the same token as greedy. */
+TEST(long_vocabulary) {
+    enum { N = 1000 };
+    static float l[N];
+    for (int i = 0; i < N; i++) l[i] = (float)((i * 7919) % 1000) / 100.0f - 5.0f; /* below 5 */
+    l[3] = NAN, l[130] = 7.0f, l[500] = 7.0f, l[999] = 6.5f, l[700] = 9.0f;
+    nb_sampler_params p = nb_sampler_default_params();
+    p.temp = 0, p.seed = 3;
+    nb_sampler *s = NULL;
+    CHECK(nb_sampler_create(&p, N, &s) == NB_OK, "create");
+    CHECK(nb_sampler_sample(s, l) == 700, "greedy: the largest logit, in a late chunk");
+    l[700] = 7.0f;
+    CHECK(nb_sampler_sample(s, l) == 130, "greedy: of equal maxima (ids 130, 500, 700) the lowest id");
+    nb_sampler_free(s);
+    p.repeat_penalty = 2.0f;
+    CHECK(nb_sampler_create(&p, N, &s) == NB_OK, "create");
+    nb_sampler_accept(s, 130), nb_sampler_accept(s, 500), nb_sampler_accept(s, 700);
+    CHECK(nb_sampler_sample(s, l) == 999, "greedy: the penalized maxima lose to 6.5 in the last chunk");
+    nb_sampler_free(s);
+    p = nb_sampler_default_params(), p.top_k = 1, p.seed = 3;
+    CHECK(nb_sampler_create(&p, N, &s) == NB_OK, "create");
+    CHECK(nb_sampler_sample(s, l) == 130, "top-k 1 keeps the greedy token");
+    nb_sampler_free(s);
+}
+
 int main(void) {
     RUN(greedy_and_repetition_penalty);
     RUN(top_k_top_p_min_p_filters);
     RUN(draws_follow_the_distribution);
     RUN(seeds_reproduce);
     RUN(bad_parameters);
+    RUN(long_vocabulary);
     return test_summary();
 }

@@ -124,6 +124,24 @@ static void softmax(cand *c, int n, float temp) {
     for (int i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
 }
 
+/* The scans over the vocabulary go by chunks: a chunk whose largest logit cannot change the
+ * choice (greedy) or enter the kept top-k is skipped after one pass of 8 independent maxima,
+ * which the compiler turns into vector max instructions (about 10x faster than the per-token
+ * test on Gemma's 262144 logits). A NaN never wins a comparison here, as in the per-token test. */
+enum { CHUNK = 64 };
+
+static float chunk_max(const float *x, int n) {
+    float m[8];
+    for (int j = 0; j < 8; j++) m[j] = -INFINITY;
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+    for (; i < n; i++) m[0] = x[i] > m[0] ? x[i] : m[0];
+    float r = m[0];
+    for (int j = 1; j < 8; j++) r = m[j] > r ? m[j] : r;
+    return r;
+}
+
 int32_t nb_sampler_sample(nb_sampler *s, const float *logits) {
     const nb_sampler_params *p = &s->prm;
     /* the penalty touches only the distinct recent tokens: they are set aside (marked) with their
@@ -141,16 +159,24 @@ int32_t nb_sampler_sample(nb_sampler *s, const float *logits) {
     int n = 0;
     if (p->temp <= 0) { /* greedy: the largest logit, the lowest id among equals */
         float best = -INFINITY;
-        for (int i = 0; i < s->n_vocab; i++)
-            if (!MARKED(s, i) && (chosen < 0 || logits[i] > best)) best = logits[i], chosen = i;
+        for (int i0 = 0; i0 < s->n_vocab; i0 += CHUNK) {
+            const int i1 = i0 + CHUNK < s->n_vocab ? i0 + CHUNK : s->n_vocab;
+            if (chosen >= 0 && !(chunk_max(logits + i0, i1 - i0) > best)) continue; /* nothing better here */
+            for (int i = i0; i < i1; i++)
+                if (!MARKED(s, i) && (chosen < 0 || logits[i] > best)) best = logits[i], chosen = i;
+        }
         for (int j = 0; j < np; j++)
             if (chosen < 0 || s->pen[j].logit > best || (s->pen[j].logit == best && s->pen[j].id < chosen))
                 best = s->pen[j].logit, chosen = s->pen[j].id;
     } else {
         const int k = p->top_k > 0 && p->top_k < s->n_vocab ? p->top_k : s->n_vocab;
-        for (int i = 0; i < s->n_vocab; i++) {
-            if (n == k && logits[i] < s->c[0].logit) continue; /* below the worst kept: the common case */
-            if (!MARKED(s, i)) offer(s->c, &n, k, (cand){i, logits[i], 0});
+        for (int i0 = 0; i0 < s->n_vocab; i0 += CHUNK) {
+            const int i1 = i0 + CHUNK < s->n_vocab ? i0 + CHUNK : s->n_vocab;
+            if (n == k && chunk_max(logits + i0, i1 - i0) < s->c[0].logit) continue; /* the common case */
+            for (int i = i0; i < i1; i++) {
+                if (n == k && logits[i] < s->c[0].logit) continue; /* below the worst kept */
+                if (!MARKED(s, i)) offer(s->c, &n, k, (cand){i, logits[i], 0});
+            }
         }
         for (int j = 0; j < np; j++) offer(s->c, &n, k, s->pen[j]);
         qsort(s->c, (size_t)n, sizeof *s->c, by_logit_desc);
