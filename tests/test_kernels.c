@@ -383,11 +383,13 @@ TEST(strided_rows_match_packed) {
     }
 }
 
-/* Rounding to fp16 values (queries and probabilities against an F16 KV cache): every set equals
- * the reference bit for bit, on random values, ties, subnormals, overflow and an odd length. */
+/* Rounding to fp16 values (queries and probabilities against an F16 KV cache) and to fp16 bits
+ * (the GELU table's index): every set equals the reference bit for bit, on random values, ties,
+ * subnormals, overflow and an odd length. */
 TEST(round_fp16_sets_match_reference) {
     enum { N = 4099 };
     static float x[N], a[N], b[N];
+    static uint16_t ha[N], hb[N];
     uint32_t s = 12345;
     for (int i = 0; i < N; i++) {
         s = s * 1664525u + 1013904223u;
@@ -396,11 +398,15 @@ TEST(round_fp16_sets_match_reference) {
     x[0] = 1.0f + 0x1p-11f, x[1] = 0x1p-25f, x[2] = 65520.0f, x[3] = -0.0f, x[4] = 3 * 0x1p-25f, x[5] = 1e-30f;
     memcpy(a, x, sizeof x);
     nb_act_get(NB_ISA_REF)->round_f16(a, N);
+    nb_act_get(NB_ISA_REF)->to_f16(x, ha, N);
     for (int isa = NB_ISA_AVX2; isa <= (int)nb_isa_best(); isa++) {
         memcpy(b, x, sizeof x);
         nb_act_get((nb_isa)isa)->round_f16(b, N);
         CHECK(!memcmp(a, b, sizeof a), "%s round_f16 differs from the reference", nb_isa_name((nb_isa)isa));
+        nb_act_get((nb_isa)isa)->to_f16(x, hb, N);
+        CHECK(!memcmp(ha, hb, sizeof ha), "%s to_f16 differs from the reference", nb_isa_name((nb_isa)isa));
     }
+    for (int i = 0; i < N; i++) CHECK(nb_fp16_to_fp32(ha[i]) == a[i] || isnan(a[i]), "to_f16 and round_f16 agree at %d", i);
     CHECK(a[0] == 1.0f && a[1] == 0.0f && isinf(a[2]) && signbit(a[3]), "ties, underflow, overflow, -0");
 }
 

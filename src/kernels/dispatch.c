@@ -61,6 +61,7 @@ const nb_act_set *nb_act_get(nb_isa isa) {
 }
 
 void nb_round_fp16(float *x, int64_t n) { nb_act_get(nb_isa_active())->round_f16(x, n); }
+void nb_to_fp16(const float *x, uint16_t *h, int64_t n) { nb_act_get(nb_isa_active())->to_f16(x, h, n); }
 
 const char *nb_matmul_kernel_name(int wtype, nb_route route) {
     const nb_kernel *k = nb_kernel_get(nb_isa_active(), wtype);

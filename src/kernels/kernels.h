@@ -73,6 +73,7 @@ typedef void (*nb_act_fn)(const float *x, void *dst, int64_t n);
 typedef struct nb_act_set {
     nb_act_fn q8_0, q8_k, q8_0x;
     void (*round_f16)(float *x, int64_t n); /* each value to the nearest fp16 (RNE), in place */
+    void (*to_f16)(const float *x, uint16_t *h, int64_t n); /* the same fp16 values' bits */
     const char *name;
 } nb_act_set;
 extern const nb_act_set nb_act_ref, nb_act_avx2;
@@ -96,6 +97,8 @@ typedef struct {
  * do to activations that meet F16 weights (the model's queries and attention probabilities
  * against the F16 KV cache). */
 void nb_round_fp16(float *x, int64_t n);
+/* n floats to their nearest fp16 (RNE) bits with the active set (= nb_fp32_to_fp16 each). */
+void nb_to_fp16(const float *x, uint16_t *h, int64_t n);
 /* The set for a kernel set (AVX-512 uses AVX2's; lowered to what the CPU runs). */
 const nb_act_set *nb_act_get(nb_isa isa);
 /* Quantizes one activation row to act_type (Q8_0, Q8_K, NB_ACT_Q8_0X, _MX or _NV) with an ISA's set. */

@@ -258,16 +258,22 @@ typedef struct gelu_job {
     const float *u;
 } gelu_job;
 
-/* g = gelu(g) * u, GELU through llama.cpp's fp16 table (inputs beyond +-10 bypass it, as there). */
+/* g = gelu(g) * u, GELU through llama.cpp's fp16 table (inputs beyond +-10 bypass it, as there);
+ * the table indices are converted a slice at a time by the active kernel set. */
 static void gelu_mul(void *arg, int64_t i0, int64_t i1) {
     const gelu_job *j = arg;
-    for (int64_t i = i0; i < i1; i++) {
-        const float x = j->g[i];
-        float a;
-        if (x <= -10.0f) a = 0.0f;
-        else if (x >= 10.0f) a = x;
-        else a = j->m->gelu_f16[nb_fp32_to_fp16(x)];
-        j->g[i] = a * j->u[i];
+    uint16_t h[256];
+    for (int64_t s = i0; s < i1; s += 256) {
+        const int64_t n = i1 - s < 256 ? i1 - s : 256;
+        nb_to_fp16(j->g + s, h, n);
+        for (int64_t k = 0; k < n; k++) {
+            const float x = j->g[s + k];
+            float a;
+            if (x <= -10.0f) a = 0.0f;
+            else if (x >= 10.0f) a = x;
+            else a = j->m->gelu_f16[h[k]];
+            j->g[s + k] = a * j->u[s + k];
+        }
     }
 }
 

@@ -50,4 +50,8 @@ static void round_f16_ref(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = nb_fp16_to_fp32(nb_fp32_to_fp16(x[i]));
 }
 
-const nb_act_set nb_act_ref = {nb_act_q8_0_ref, nb_q8_k_quantize_ref, act_q8_0x_ref, round_f16_ref, "ref"};
+static void to_f16_ref(const float *x, uint16_t *h, int64_t n) {
+    for (int64_t i = 0; i < n; i++) h[i] = nb_fp32_to_fp16(x[i]);
+}
+
+const nb_act_set nb_act_ref = {nb_act_q8_0_ref, nb_q8_k_quantize_ref, act_q8_0x_ref, round_f16_ref, to_f16_ref, "ref"};
