@@ -1,7 +1,7 @@
 /*
  * units.h: the AVX2 32-element-unit kernels (Q4_0, Q5_0, Q8_0, MXFP4, NVFP4 weights x Q8_0
  * activations); units_avx2.c instantiates KERNEL(type, avx2). (The AVX-512 set has its own
- * four-rows-per-register kernels: x86/avx512/units_avx512.c.)
+ * kernels: x86/avx512/units_avx512.c.)
  *
  * Every type is read as 32-element units (a block; NVFP4: half a block) decoded in registers to
  * 32 signed bytes plus lane scales. The product uses the sign trick: |w| unsigned times a*sign(w)

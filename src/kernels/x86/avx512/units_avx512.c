@@ -2,27 +2,32 @@
  * units_avx512.c: Q4_0, Q5_0, Q8_0, MXFP4 and NVFP4 weights against Q8_0 activations with
  * AVX-512 (F/BW/VL) and VNNI, bit-identical to the reference (lane contract in kernels.h).
  *
- * Layout: a tile's 4 weight rows share each 512-bit register, one 128-bit lane per row. A unit
- * (32 elements) of the 4 rows is two registers: `lo` holds the codes that meet activation bytes
- * 0-15 of the unit, `hi` those that meet bytes 16-31, so each activation half is one 128-bit
- * broadcast and every row's dword lanes keep the contract's 4-element groups. The nibble formats
- * need no reordering for this: a 16-byte run of packed codes split into low and high nibbles *is*
- * lo and hi (Q4_0, Q5_0, MXFP4: elements 0-15 and 16-31). NVFP4's nibbles split into elements
- * 0-7,16-23 and 8-15,24-31 of the unit instead, so its activations come in that order
- * (NB_ACT_Q8_0X_NV) and its final reduction pairs the lanes accordingly.
+ * vpdpbusd multiplies unsigned by signed bytes and AVX-512 has no vpsignb, so weights are decoded
+ * to unsigned codes u = w + c and the offset is taken out exactly through the accumulator's start
+ * value: dpbusd(-c*sum4(a), u, a) = sum4(w*a). The activations come as NB_ACT_Q8_0X (kernels.h):
+ * the Q8_0 codes with nc = -128*sum4(a) and the f32 scale computed once per matmul, so that the
+ * per-row work has almost no activation arithmetic. Integer sums are exact, so the lane values and
+ * the fma sequence are the reference's; only at the end of a row are the lanes summed, in the
+ * contract's tree. A tile with fewer than 4 valid rows repeats its last row (same instructions,
+ * surplus results dropped).
  *
- * vpdpbusd multiplies unsigned by signed bytes and AVX-512 has no vpsignb, so weights are biased
- * to unsigned (u = w + 128, folded into each decoder) and the bias is taken out exactly through
- * the accumulator's start value: dpbusd(-128*sum4(a), u, a) = sum4(w*a). The activations come as
- * NB_ACT_Q8_0X (kernels.h): the Q8_0 codes with -128*sum4(a) and the f32 scale computed once per
- * matmul, so that the per-row work has no activation arithmetic at all. Integer sums are exact,
- * so the lane values and the fma sequence are the reference's; only at the end of a row are the
- * lanes summed, in the contract's tree.
+ * The 32-element unit types (Q4_0, Q5_0, Q8_0) keep one row per 256-bit register, the unit in
+ * element order: its 8 dword lanes are the contract's lanes, the activation is one plain load and
+ * the Q5_0 qh word is the register's byte mask as stored. Per unit, row and token: 1 vpdpbusd, 1
+ * conversion, 1 permute of the scale and 1 fma. On Zen 4, which splits 512-bit operations in two,
+ * this beat 4 rows per 512-bit register (1 row per 128-bit lane, activation halves broadcast) by
+ * 25-35 % in cache: the wider layout needs lane inserts, broadcasts, a scale permute and, for
+ * Q5_0, qh bits regrouped in general registers, all of which cost more than the halved count of
+ * multiply-adds saves.
  *
- * Per unit and token the 4 rows cost 2 vpdpbusd, 1 multiply of scales, 2 conversions and 2 fma:
- * half the scale multiplies of a two-rows-per-register layout, and the NVFP4 decode is the same
- * nibble split as MXFP4's. A tile with fewer than 4 valid rows repeats its last row (same
- * instructions, surplus results dropped).
+ * MXFP4 and NVFP4 sum both halves of a unit into 4 lanes (kernels.h), which the 256-bit layout
+ * cannot do in one vpdpbusd, so they keep 4 rows per 512-bit register, one 128-bit lane per row:
+ * `lo` holds the codes that meet activation bytes 0-15 of the unit, `hi` those that meet bytes
+ * 16-31, so each activation half is one 128-bit broadcast and the two vpdpbusd meet in the same
+ * dword lanes. A 16-byte run of packed codes split into low and high nibbles *is* lo and hi for
+ * MXFP4; NVFP4's nibbles split into elements 0-7,16-23 and 8-15,24-31 of the unit instead, so its
+ * activations come in that order (NB_ACT_Q8_0X_NV) and its final reduction pairs the lanes
+ * accordingly.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -36,8 +41,104 @@
 #define PF_EVERY(ub) ((ub) <= 16 ? 4 : (ub) <= 32 ? 2 : 1)
 #define TMAX 4 /* tokens per tile */
 
-/* A unit of the tile's 4 rows: biased codes meeting activation bytes 0-15 (lo) and 16-31 (hi),
- * and the weight scale of every dword lane (row i: lanes 4i..4i+3). */
+/* The tile's rows are rows 0, rs, 2rs, 3rs from w (y likewise), so that a GEMV over short rows can
+ * draw them from four distant parts of the matrix (nb_avx2_tile_loop). */
+static inline void tile_rows(const uint8_t *p[RT], const uint8_t *w, size_t ws, size_t rs, int nr) {
+    for (int i = 0; i < RT; i++) p[i] = w + (size_t)(i < nr ? i : nr - 1) * rs * ws;
+}
+
+/* Bytes ahead of the unit being decoded that each row prefetches. Short neighbouring rows (a
+ * 640-wide matrix in a GEMM tile: 4 x 680 bytes) make the tile one contiguous stream: prefetch the
+ * same unit of the next tile's rows instead, a tile ahead. */
+static inline size_t tile_prefetch(size_t ws, size_t rs, int ub) {
+    return ws < NB_PREFETCH_BYTES && rs == 1 ? ws * RT : nb_prefetch_bytes(ub);
+}
+
+/* ---- Q4_0, Q5_0, Q8_0: one row per 256-bit register ---- */
+
+/* A row's unit u as unsigned codes w + (128 >> nsh), nsh the kernel's (see tile_units). */
+typedef __m256i (*row_fn)(const uint8_t *p, int64_t u);
+
+static inline __m256i row_q8_0(const uint8_t *p, int64_t u) {
+    const nb_block_q8_0 *b = (const nb_block_q8_0 *)p + u;
+    return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)b->qs), _mm256_set1_epi8((char)0x80));
+}
+
+/* 16 packed bytes in both 128-bit lanes, the second shifted down to its high nibbles: the low
+ * nibbles are then the codes of elements 0-31 in order. */
+static inline __m256i nibbles32(const uint8_t *qs) {
+    const __m256i z = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    return _mm256_srlv_epi16(z, _mm256_setr_epi64x(0, 0, 0x0004000400040004, 0x0004000400040004));
+}
+
+/* The code itself, w + 8 (nsh 4): one operation per row fewer than a bias of 128 would take. */
+static inline __m256i row_q4_0(const uint8_t *p, int64_t u) {
+    const nb_block_q4_0 *b = (const nb_block_q4_0 *)p + u;
+    return _mm256_and_si256(nibbles32(b->qs), _mm256_set1_epi8(15));
+}
+
+/* (q5 - 16) + 128 = nibble | 0x70, or nibble | 0x80 where the fifth bit is set (a zero-masked
+ * load of 16s with the unbiased code measured slower than this blend). */
+static inline __m256i row_q5_0(const uint8_t *p, int64_t u) {
+    const nb_block_q5_0 *b = (const nb_block_q5_0 *)p + u;
+    uint32_t h;
+    memcpy(&h, b->qh, 4);
+    const __m256i blend = _mm256_mask_blend_epi8(_cvtu32_mask32(h), _mm256_set1_epi8(0x70), _mm256_set1_epi8((char)0x80));
+    /* A | (B & C) in one vpternlogd (truth table 0xF8) */
+    return _mm256_ternarylogic_epi32(blend, nibbles32(b->qs), _mm256_set1_epi8(15), 0xF8);
+}
+
+/* nr valid rows (of RT) by T tokens. The codes are offset by 128 >> nsh, so the accumulator starts
+ * at nc >> nsh (exact: nc is a multiple of 128). */
+static inline __attribute__((always_inline)) void tile_units(row_fn dec, int ub, int nsh, int nr, int T, int64_t nu,
+                                                             const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
+                                                             size_t as, float *y, size_t ldy) {
+    const uint8_t *p[RT];
+    tile_rows(p, w, ws, rs, nr);
+    const size_t pf = tile_prefetch(ws, rs, ub);
+    __m256 acc[RT][TMAX];
+    #pragma GCC unroll 8
+    for (int i = 0; i < RT; i++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[i][t] = _mm256_setzero_ps();
+    for (int64_t u = 0; u < nu; u++) {
+        if ((u & (PF_EVERY(ub) - 1)) == 0) /* about once per cache line of each row */
+            #pragma GCC unroll 8
+            for (int i = 0; i < RT; i++) _mm_prefetch((const char *)p[i] + u * ub + pf, _MM_HINT_T0);
+        __m256i q[RT];
+        uint64_t d4 = 0; /* the 4 fp16 scales (first field of each block), gathered in a general
+                          * register: vpinsrw or masked vpbroadcastw measured slower */
+        #pragma GCC unroll 8
+        for (int i = 0; i < RT; i++) {
+            q[i] = dec(p[i], u);
+            uint16_t d;
+            memcpy(&d, p[i] + u * ub, 2);
+            d4 |= (uint64_t)d << 16 * i;
+        }
+        const __m128 s = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)d4));
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
+            const __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);
+            const __m256i nv = _mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)ab->nc), nsh);
+            const __m256 sd = _mm256_castps128_ps256(_mm_mul_ps(s, _mm_set1_ps(ab->d)));
+            #pragma GCC unroll 8
+            for (int i = 0; i < RT; i++) {
+                const __m256 si = _mm256_permutexvar_ps(_mm256_set1_epi32(i), sd);
+                acc[i][t] = _mm256_fmadd_ps(si, _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(nv, q[i], av)), acc[i][t]);
+            }
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++)
+        #pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) y[(size_t)t * ldy + (size_t)i * rs] = nb_avx2_lane_sum(acc[i][t]);
+}
+
+/* ---- MXFP4, NVFP4: 4 rows per 512-bit register ---- */
+
+/* A unit of the tile's 4 rows: codes meeting activation bytes 0-15 (lo) and 16-31 (hi), and the
+ * weight scale of every dword lane (row i: lanes 4i..4i+3). */
 typedef struct {
     __m512i lo, hi;
     __m512 s;
@@ -59,56 +160,8 @@ static inline __m512 spread4(__m128 s) {
     return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), _mm512_castps128_ps512(s));
 }
 
-static inline __m512 fp16x4(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
-    return spread4(_mm_cvtph_ps(_mm_setr_epi16((short)a, (short)b, (short)c, (short)d, 0, 0, 0, 0)));
-}
-
 #define BLOCKS(T) const T *b0 = (const T *)p[0] + u, *b1 = (const T *)p[1] + u, *b2 = (const T *)p[2] + u, \
                           *b3 = (const T *)p[3] + u
-
-static inline quad dec_q8_0(const uint8_t *const p[4], int64_t u) {
-    BLOCKS(nb_block_q8_0);
-    const __m512i bias = _mm512_set1_epi8((char)0x80);
-    /* rows 0,1 and 2,3 as 256-bit halves, then the 16-byte quarters regrouped by activation half */
-    __m512i z01 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b0->qs)),
-                                     _mm256_loadu_si256((const __m256i *)b1->qs), 1);
-    __m512i z23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b2->qs)),
-                                     _mm256_loadu_si256((const __m256i *)b3->qs), 1);
-    quad q;
-    q.lo = _mm512_xor_si512(_mm512_permutex2var_epi64(z01, _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13), z23), bias);
-    q.hi = _mm512_xor_si512(_mm512_permutex2var_epi64(z01, _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15), z23), bias);
-    q.s = fp16x4(b0->d, b1->d, b2->d, b3->d);
-    return q;
-}
-
-static inline quad dec_q4_0(const uint8_t *const p[4], int64_t u) {
-    BLOCKS(nb_block_q4_0);
-    const __m512i bias = _mm512_set1_epi8(120); /* (q - 8) + 128 */
-    const __m512i z = rows16(b0->qs, b1->qs, b2->qs, b3->qs);
-    return (quad){_mm512_add_epi8(low_nibbles(z), bias), _mm512_add_epi8(high_nibbles(z), bias),
-                  fp16x4(b0->d, b1->d, b2->d, b3->d)};
-}
-
-/* (q5 - 16) + 128 = nibble | 0x70, or nibble | 0x80 where the fifth bit is set: each register is
- * (nibbles & 15) | (a per-byte blend of 0x70 and 0x80), under a 64-bit mask that gathers 16 of
- * each row's qh bits (elements 0-15 or 16-31), rows 0,2 and 1,3 sharing a 64-bit word. */
-static inline uint64_t qh_of(const nb_block_q5_0 *b) {
-    uint32_t h;
-    memcpy(&h, b->qh, 4);
-    return h;
-}
-
-static inline quad dec_q5_0(const uint8_t *const p[4], int64_t u) {
-    BLOCKS(nb_block_q5_0);
-    const uint64_t a = qh_of(b0) | qh_of(b2) << 32, c = qh_of(b1) | qh_of(b3) << 32, m = 0x0000FFFF0000FFFFull;
-    const __mmask64 klo = _cvtu64_mask64((a & m) | (c & m) << 16), khi = _cvtu64_mask64((a >> 16 & m) | (c & ~m));
-    const __m512i z = rows16(b0->qs, b1->qs, b2->qs, b3->qs), m4 = _mm512_set1_epi8(15);
-    const __m512i v70 = _mm512_set1_epi8(0x70), v80 = _mm512_set1_epi8((char)0x80);
-    /* A | (B & C) in one vpternlogd (truth table 0xF8), written over the blend */
-    const __m512i lo = _mm512_ternarylogic_epi32(_mm512_mask_blend_epi8(klo, v70, v80), z, m4, 0xF8);
-    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_mask_blend_epi8(khi, v70, v80), _mm512_srli_epi16(z, 4), m4, 0xF8);
-    return (quad){lo, hi, fp16x4(b0->d, b1->d, b2->d, b3->d)};
-}
 
 /* E2M1 codes through a 16-entry table of biased doubled values (nb_e2m1_doubled + 128). */
 static inline __m512i e2m1_biased(void) {
@@ -158,27 +211,17 @@ static inline quad dec_nvfp4(const uint8_t *const p[4], int64_t u) {
 
 typedef quad (*dec_fn)(const uint8_t *const p[4], int64_t u);
 
-/* Each row's contract sum, landing in element 4i for row i: 8 lanes lo = a0..a3, hi = a4..a7
- * give ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)); the 4 FP4 lanes (in lo) give (a0+a2) + (a1+a3). */
-static inline __m512 row_sums(__m512 lo, __m512 hi, int fp4) {
-    const __m512 v = fp4 ? lo : _mm512_add_ps(lo, hi);
-    const __m512 w = _mm512_add_ps(v, _mm512_shuffle_ps(v, v, 0x4E));
-    return _mm512_add_ps(w, _mm512_shuffle_ps(w, w, 0xB1));
-}
-
-/* The tile's rows are rows 0, rs, 2rs, 3rs from w (y likewise), so that a GEMV over short rows can
- * draw them from four distant parts of the matrix (nb_avx2_tile_loop). */
-static inline __attribute__((always_inline)) void tile(dec_fn dec, int fp4, int ub, int T, int64_t nu, const uint8_t *w,
-                                                       size_t ws, size_t rs, int nr, const uint8_t *a, size_t as,
-                                                       float *y, size_t ldy) {
+/* nr valid rows (of RT) by T tokens: both halves into the FP4 lanes, one integer sum, one
+ * conversion and one fma per unit and token. */
+static inline __attribute__((always_inline)) void tile_fp4(dec_fn dec, int ub, int nr, int T, int64_t nu,
+                                                           const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
+                                                           size_t as, float *y, size_t ldy) {
     const uint8_t *p[RT];
-    /* short neighbouring rows (a 640-wide matrix in a GEMM tile: 4 x 680 bytes) make the tile one
-     * contiguous stream: prefetch the same unit of the next tile's rows instead, a tile ahead */
-    const size_t pf = ws < NB_PREFETCH_BYTES && rs == 1 ? ws * RT : nb_prefetch_bytes(ub);
-    for (int i = 0; i < RT; i++) p[i] = w + (size_t)(i < nr ? i : nr - 1) * rs * ws;
-    __m512 lo[TMAX], hi[TMAX];
+    tile_rows(p, w, ws, rs, nr);
+    const size_t pf = tile_prefetch(ws, rs, ub);
+    __m512 acc[TMAX];
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) lo[t] = hi[t] = _mm512_setzero_ps();
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t u = 0; u < nu; u++) {
         if ((u & (PF_EVERY(ub) - 1)) == 0) /* about once per cache line of each row */
             #pragma GCC unroll 8
@@ -191,22 +234,19 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int fp4, int 
             const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
             const __m512i nlo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab->nc));
             const __m512 sd = _mm512_mul_ps(q.s, _mm512_set1_ps(ab->d));
-            if (fp4) { /* both halves into the FP4 lanes: one integer sum, one conversion, one fma */
-                const __m512i ip = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(nlo, q.lo, alo), q.hi, ahi);
-                lo[t] = _mm512_fmadd_ps(sd, _mm512_cvtepi32_ps(ip), lo[t]);
-            } else {
-                const __m512i nhi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab->nc + 4)));
-                lo[t] = _mm512_fmadd_ps(sd, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nlo, q.lo, alo)), lo[t]);
-                hi[t] = _mm512_fmadd_ps(sd, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nhi, q.hi, ahi)), hi[t]);
-            }
+            const __m512i ip = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(nlo, q.lo, alo), q.hi, ahi);
+            acc[t] = _mm512_fmadd_ps(sd, _mm512_cvtepi32_ps(ip), acc[t]);
         }
     }
     #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
-        /* elements 0, 4, 8, 12 to the low lanes, stored from registers (a round trip through
-         * memory stalls store forwarding, and a tile of a 640-wide row is only 20 units long) */
+        /* each row's 4 lanes a0..a3 to (a0+a2) + (a1+a3) in its element 4i, then elements 0, 4, 8,
+         * 12 to the low lanes, stored from registers (a round trip through memory stalls store
+         * forwarding, and a tile of a 640-wide row is only 20 units long) */
+        const __m512 v = _mm512_add_ps(acc[t], _mm512_shuffle_ps(acc[t], acc[t], 0x4E));
+        const __m512 sums = _mm512_add_ps(v, _mm512_shuffle_ps(v, v, 0xB1));
         const __m512i first = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-        const __m128 r = _mm512_castps512_ps128(_mm512_permutexvar_ps(first, row_sums(lo[t], hi[t], fp4)));
+        const __m128 r = _mm512_castps512_ps128(_mm512_permutexvar_ps(first, sums));
         float *yt = y + (size_t)t * ldy;
         yt[0] = _mm_cvtss_f32(r);
         if (nr > 1) yt[rs] = _mm_cvtss_f32(_mm_shuffle_ps(r, r, 1));
@@ -215,15 +255,17 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int fp4, int 
     }
 }
 
-#define TILE(ty, FP4, UB, R, T)                                                                                      \
+/* A kernel of tile family tile_<kind> with its leading arguments ARGS, e.g. (row_q4_0, 18, 4). */
+#define UNPACK(...) __VA_ARGS__
+#define TILE(ty, kind, ARGS, R, T)                                                                                \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,       \
                                        size_t as, float *y, size_t ldy) {                                        \
-        tile(dec_##ty, FP4, UB, T, nu, w, ws, rs, R, a, as, y, ldy);                                                \
+        tile_##kind(UNPACK ARGS, R, T, nu, w, ws, rs, a, as, y, ldy);                                            \
     }
-#define TILES_R(ty, F, UB, R) TILE(ty, F, UB, R, 1) TILE(ty, F, UB, R, 2) TILE(ty, F, UB, R, 3) TILE(ty, F, UB, R, 4)
+#define TILES_R(ty, k, A, R) TILE(ty, k, A, R, 1) TILE(ty, k, A, R, 2) TILE(ty, k, A, R, 3) TILE(ty, k, A, R, 4)
 /* The shared tile loop (avx2.h: edge tiles, and one token by quarters of the rows) */
-#define KERNEL(ty, F, UB)                                                                                        \
-    TILES_R(ty, F, UB, 1) TILES_R(ty, F, UB, 2) TILES_R(ty, F, UB, 3) TILES_R(ty, F, UB, 4)                      \
+#define KERNEL(ty, k, A)                                                                                         \
+    TILES_R(ty, k, A, 1) TILES_R(ty, k, A, 2) TILES_R(ty, k, A, 3) TILES_R(ty, k, A, 4)                          \
     static const nb_avx2_tile_fn tiles_##ty[RT * TMAX] = {                                                     \
         tile_##ty##_1x1, tile_##ty##_1x2, tile_##ty##_1x3, tile_##ty##_1x4, tile_##ty##_2x1, tile_##ty##_2x2,    \
         tile_##ty##_2x3, tile_##ty##_2x4, tile_##ty##_3x1, tile_##ty##_3x2, tile_##ty##_3x3, tile_##ty##_3x4,    \
@@ -233,11 +275,11 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int fp4, int 
         nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                              \
     }
 
-KERNEL(q4_0, 0, 18)
-KERNEL(q5_0, 0, 22)
-KERNEL(q8_0, 0, 34)
-KERNEL(mxfp4, 1, 17)
-KERNEL(nvfp4, 1, 18)
+KERNEL(q4_0, units, (row_q4_0, 18, 4))
+KERNEL(q5_0, units, (row_q5_0, 22, 0))
+KERNEL(q8_0, units, (row_q8_0, 34, 0))
+KERNEL(mxfp4, fp4, (dec_mxfp4, 17))
+KERNEL(nvfp4, fp4, (dec_nvfp4, 18))
 
 #define Q8(t, s, act) [NB_TYPE_##t] = {act, mm_##s, NULL, "avx512 " #s " x q8_0", NULL, RT}
 
