@@ -51,6 +51,17 @@ class Model:
         self._check(self.lib.nb_ctx_eval(self.c, arr, len(tokens), out.ctypes.data, int(all_logits)), "eval")
         return out
 
+    OBSERVER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_float),
+                                ctypes.c_int64, ctypes.c_int64)
+
+    def observe(self, fn):
+        """fn(tensor_name, x) sees the input rows x (n_tok, n_in) of every weight matrix product."""
+        def call(_user, name, x, n_tok, n_in):
+            fn(name.decode(), np.ctypeslib.as_array(x, shape=(n_tok, n_in)).copy())
+        self._observer = self.OBSERVER(call)  # kept alive as long as the context
+        self.lib.nb_ctx_set_observer.argtypes = [ctypes.c_void_p, self.OBSERVER, ctypes.c_void_p]
+        self.lib.nb_ctx_set_observer(self.c, self._observer, None)
+
     def close(self):
         self.lib.nb_ctx_free(self.c)
         self.lib.nb_model_free(self.m)
