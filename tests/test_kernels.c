@@ -129,6 +129,32 @@ TEST(avx512_matches_reference) {
     all_shapes_isa(NB_ISA_AVX512);
 }
 
+/* The float weights' AVX-512 tiles (4 tokens) and AVX2 tiles (2 tokens) share one body and give
+ * each output the same fma sequence: the same bits, on tile-edge shapes and a ragged row length. */
+TEST(float_tiles_agree_across_sets) {
+    if (nb_isa_best() < NB_ISA_AVX512 || !nb_cpu()->avx512vnni) SKIP("no AVX-512");
+    static const int ft[] = {NB_TYPE_F32, NB_TYPE_F16, NB_TYPE_BF16};
+    static const int64_t rows[] = {1, 6, 37}, toks[] = {1, 3, 4, 5, 9}, lens[] = {8, 539};
+    for (int ti = 0; ti < 3; ti++) {
+        CHECK(!strncmp(nb_kernel_get(NB_ISA_AVX512, ft[ti])->name, "avx512 ", 7), "%s: no AVX-512 tile",
+              nb_type_name(ft[ti]));
+        for (int ri = 0; ri < 3; ri++)
+            for (int ki = 0; ki < 5; ki++)
+                for (int li = 0; li < 2; li++) {
+                    problem p;
+                    CHECK(make(&p, ft[ti], rows[ri], lens[li], toks[ki]), "setup");
+                    const int64_t ny = p.n_out * p.n_tok;
+                    CHECK(nb_matmul_isa(NB_ISA_AVX2, NULL, p.type, p.w, 0, p.n_out, p.n_in, p.x, p.n_tok, p.y_ref,
+                                        NB_ROUTE_QUANT) == NB_OK, "avx2");
+                    CHECK(nb_matmul_isa(NB_ISA_AVX512, NULL, p.type, p.w, 0, p.n_out, p.n_in, p.x, p.n_tok, p.y,
+                                        NB_ROUTE_QUANT) == NB_OK, "avx512");
+                    CHECK(!memcmp(p.y, p.y_ref, sizeof(float) * (size_t)ny), "%s %lldx%lldx%lld: avx512 != avx2",
+                          nb_type_name(p.type), (long long)p.n_out, (long long)p.n_in, (long long)p.n_tok);
+                    drop(&p);
+                }
+    }
+}
+
 /* Every FP4 scale code through every set: the SIMD scale decoders (E8M0 by table, UE4M3 through
  * fp16) against the reference's, including E8M0's subnormal codes 0 and 1, UE4M3 subnormals, the
  * ignored bit 7 and the code 0x7F that decodes to 0. Results must be the same bits (both NaN
@@ -415,6 +441,7 @@ int main(void) {
     RUN(act_quantizers_match_reference);
     RUN(avx2_matches_reference);
     RUN(avx512_matches_reference);
+    RUN(float_tiles_agree_across_sets);
     RUN(fp4_scale_codes_match_reference);
     RUN(reference_matches_double);
     RUN(thread_count_invariance);

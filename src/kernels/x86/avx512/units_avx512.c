@@ -285,10 +285,13 @@ KERNEL(nvfp4, fp4, (dec_nvfp4, 18))
 
 #define QK(t, s, n) [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx512, NULL, "avx512 " n " x q8_K", NULL, RT}
 
-/* Q4_K, Q5_K and Q6_K: kquants_avx512.c. The float route (mm_f32 NULL here) and the other types come
- * from the AVX2 table (dispatch). */
+#define FL(t, s) [NB_TYPE_##t] = {NB_TYPE_F32, nb_mm_##s##_f32_avx512, nb_mm_##s##_f32_avx512, "avx512 " #s " x f32", \
+                                 "avx512 " #s " x f32", RT}
+
+/* Q4_K, Q5_K and Q6_K: kquants_avx512.c; F32, F16 and BF16: floats_avx512.c. The block types'
+ * float route (mm_f32 NULL here) comes from the AVX2 table (dispatch). */
 const nb_kernel nb_kernels_avx512[NB_KERNEL_TYPES] = {
     Q8(Q4_0, q4_0, NB_ACT_Q8_0X), Q8(Q5_0, q5_0, NB_ACT_Q8_0X), Q8(Q8_0, q8_0, NB_ACT_Q8_0X),
     Q8(MXFP4, mxfp4, NB_ACT_Q8_0X_MX), Q8(NVFP4, nvfp4, NB_ACT_Q8_0X_NV), QK(Q4_K, q4_k, "q4_K"), QK(Q5_K, q5_k, "q5_K"),
-    QK(Q6_K, q6_k, "q6_K"),
+    QK(Q6_K, q6_k, "q6_K"), FL(F32, f32), FL(F16, f16), FL(BF16, bf16),
 };

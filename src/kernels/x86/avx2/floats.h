@@ -1,0 +1,85 @@
+/*
+ * floats.h: F32, F16 and BF16 weights against f32 activations, 8 elements per step converted in
+ * registers (vcvtph2ps for F16, a 16-bit shift for BF16), tiles of 4 rows x FL_TMAX tokens. One
+ * body compiled twice: by float_avx2.c (16 registers: 2 tokens) and by x86/avx512/floats_avx512.c
+ * (AVX-512VL's 32 registers: 4 tokens, so each weight vector is loaded and converted once per 4
+ * tokens, as attention's 4 query heads per KV head want). Each output's accumulator takes the same
+ * fma sequence in either, so both give the same bits. Before including, define FL_TMAX and FL_ISA
+ * (the suffix of the nb_mm_<type>_f32_<isa> entry points).
+ */
+#include "kernels/x86/avx2/avx2.h"
+
+#define FL_RMAX 4
+#define FL_CAT(a, b) a##b
+#define FL_NAME(ty, isa) FL_CAT(nb_mm_##ty##_f32_, isa)
+
+static inline __m256 load_f32(const void *p, int64_t i) { return _mm256_loadu_ps((const float *)p + i); }
+static inline __m256 load_f16(const void *p, int64_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+}
+static inline __m256 load_bf16(const void *p, int64_t i) {
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+static inline float one_f32(const void *p, int64_t i) { return ((const float *)p)[i]; }
+static inline float one_f16(const void *p, int64_t i) { return _cvtsh_ss(((const uint16_t *)p)[i]); }
+static inline float one_bf16(const void *p, int64_t i) { return nb_bf16_to_fp32(((const uint16_t *)p)[i]); }
+
+typedef __m256 (*load_fn)(const void *p, int64_t i);
+typedef float (*one_fn)(const void *p, int64_t i);
+
+static inline __attribute__((always_inline)) void tile_float(load_fn ld, one_fn one, int R, int T, int64_t n,
+                                                             const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
+                                                             size_t as, float *y, size_t ldy) {
+    __m256 acc[FL_RMAX][FL_TMAX];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 av[FL_TMAX];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) av[t] = _mm256_loadu_ps((const float *)(a + (size_t)t * as) + i);
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            __m256 wv = ld(w + (size_t)r * rs * ws, i);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) acc[r][t] = _mm256_fmadd_ps(wv, av[t], acc[r][t]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            float s = nb_avx2_lane_sum(acc[r][t]);
+            for (int64_t j = i; j < n; j++) s += one(w + (size_t)r * rs * ws, j) * ((const float *)(a + (size_t)t * as))[j];
+            y[(size_t)t * ldy + (size_t)r * rs] = s;
+        }
+}
+
+#define FL_TILE(ty, R, T)                                                                                     \
+    static void ty##_##R##x##T(int64_t n, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as,  \
+                               float *y, size_t ldy) {                                                         \
+        tile_float(load_##ty, one_##ty, R, T, n, w, ws, rs, a, as, y, ldy);                                    \
+    }
+#if FL_TMAX == 2
+#define FL_TILES_R(ty, R) FL_TILE(ty, R, 1) FL_TILE(ty, R, 2)
+#define FL_TABLE(ty) {ty##_1x1, ty##_1x2, ty##_2x1, ty##_2x2, ty##_3x1, ty##_3x2, ty##_4x1, ty##_4x2}
+#else
+#define FL_TILES_R(ty, R) FL_TILE(ty, R, 1) FL_TILE(ty, R, 2) FL_TILE(ty, R, 3) FL_TILE(ty, R, 4)
+#define FL_TABLE(ty)                                                                                          \
+    {ty##_1x1, ty##_1x2, ty##_1x3, ty##_1x4, ty##_2x1, ty##_2x2, ty##_2x3, ty##_2x4,                          \
+     ty##_3x1, ty##_3x2, ty##_3x3, ty##_3x4, ty##_4x1, ty##_4x2, ty##_4x3, ty##_4x4}
+#endif
+#define FL_KERNEL(ty)                                                                                          \
+    FL_TILES_R(ty, 1) FL_TILES_R(ty, 2) FL_TILES_R(ty, 3) FL_TILES_R(ty, 4)                                    \
+    static const nb_avx2_tile_fn tiles_##ty[FL_RMAX * FL_TMAX] = FL_TABLE(ty);                                 \
+    void FL_NAME(ty, FL_ISA)(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,         \
+                             int64_t nt, float *y, size_t ldy) {                                              \
+        nb_avx2_tile_loop(tiles_##ty, FL_TMAX, n, w, ws, a, as, nr, nt, y, ldy);                               \
+    }
+
+FL_KERNEL(f32)
+FL_KERNEL(f16)
+FL_KERNEL(bf16)
