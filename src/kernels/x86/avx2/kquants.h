@@ -5,7 +5,10 @@
  * tokens decode each block once per 4 tokens, and VNNI's vpdpwssd folds the scale multiply and
  * the add). The including file defines KQ_TMAX, KQ_ISA (the name suffix) and
  *   static inline __m256i kq_dot16(__m256i acc, __m256i pairs, __m256i scales)
- * returning acc + vpmaddwd(pairs, scales).
+ * returning acc + vpmaddwd(pairs, scales). It may also define KQ_GEMV and supply its own
+ * one-token tiles of R rows, kq_gemv_q4_k(R, nb, w, ws, rs, a, y) and kq_gemv_q6_k(...), which
+ * the R x 1 tiles of Q4_K and Q6_K then call (the AVX-512 set: a layout that only pays with one
+ * token).
  *
  * Q4_K: codes 0..15 are unsigned, so vpmaddubsw takes them directly against the signed Q8_K
  * bytes (pair sums <= 2*15*127); multiplying the pairs with the sub-block's 6-bit scale and
@@ -54,6 +57,12 @@ static inline __m256i q5_high(__m256i qh, int g) {
 static inline __attribute__((always_inline)) void tile_q45_k(int five, int R, int T, int64_t nb, const uint8_t *w,
                                                              size_t ws, size_t rs, const uint8_t *a, size_t as,
                                                              float *y, size_t ldy) {
+#ifdef KQ_GEMV
+    if (T == 1 && !five) {
+        kq_gemv_q4_k(R, nb, w, ws, rs, a, y);
+        return;
+    }
+#endif
     __m256 acc[RMAX][TMAX];
     float macc[RMAX][TMAX];
     #pragma GCC unroll 8
@@ -119,6 +128,12 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int R, in
 static inline __attribute__((always_inline)) void tile_q6_k(int R, int T, int64_t nb, const uint8_t *w, size_t ws,
                                                             size_t rs, const uint8_t *a, size_t as, float *y,
                                                             size_t ldy) {
+#ifdef KQ_GEMV
+    if (T == 1) {
+        kq_gemv_q6_k(R, nb, w, ws, rs, a, y);
+        return;
+    }
+#endif
     __m256 acc[RMAX][TMAX];
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)

@@ -1,13 +1,205 @@
 /*
- * kquants_avx512.c: the Q4_K and Q6_K kernels of the AVX-512 set (body in x86/avx2/kquants.h),
- * compiled with AVX-512VL so that 32 registers hold tiles of 4 rows x 4 tokens (each block
- * decoded once per 4 tokens instead of 2), and with VNNI's vpdpwssd doing the scale multiply
- * and the add in one instruction. Same integer sums, so the same bits as the reference.
+ * kquants_avx512.c: the Q4_K, Q5_K and Q6_K kernels of the AVX-512 set (body in
+ * x86/avx2/kquants.h), compiled with AVX-512VL so that 32 registers hold tiles of 4 rows x 4
+ * tokens (each block decoded once per 4 tokens instead of 2), and with VNNI's vpdpwssd doing the
+ * scale multiply and the add in one instruction. Same integer sums, so the same bits as the
+ * reference.
+ *
+ * One token (GEMV) has its own Q4_K and Q6_K tiles here (KQ_GEMV, 4 rows): on Zen 4 the shared
+ * body's GEMV is bound by instructions, and most of a row's instructions per block went to what
+ * is not the product (scale and minimum unpacking in general registers, a vpshufb per group to
+ * broadcast its scale, the minimum's horizontal sum, two fp16 conversions per row). Here:
+ *  - Two groups share one vpdpwssd: vpdpbusd gives each group's unscaled lane sums (Q4_K:
+ *    |.| <= 4*15*127; Q6_K: (q - 32)*a, |.| <= 4*32*127, the offset's -32*a coming from the
+ *    accumulator's start, computed once per block for the 4 rows), which fit words, so the two
+ *    are packed as the low and high word of each dword, and one vpdpwssd against the dword of
+ *    their two scales scales both and adds them. Per 64 elements and row: 2 vpdpbusd, a shift, a
+ *    vpternlogd and 1 vpdpwssd instead of 2 vpmaddubsw, 2 vpdpwssd and 2 vpshufb.
+ *  - Q4_K: the 4 rows' packed scales and minimums are unpacked together in one 512-bit register
+ *    (row r in 128-bit lane r) a block ahead, and the scale-word pairs stored, so that each
+ *    vpdpwssd takes its scale dword as a broadcast load instead of a shuffle (stored and loaded
+ *    in the same block it measured slower than the shuffles); the minimum sums of the 4 rows are
+ *    one vpmaddwd and lane-wise adds into lane r of one fma chain (the reference's per-row chain).
+ *  - Q6_K: a row's 16 int8 scales widened once with the even ones in lane 0, so the dword
+ *    broadcast within lanes (vpshufd) of pair m is the pair's scales.
+ *  - The 4 rows' fp16 d (and dmin) are gathered in general registers, converted and multiplied by
+ *    the activation scale at once.
  */
 #include <immintrin.h>
+#include <string.h>
+
+#include "formats/blocks.h"
+#include "kernels/x86/avx512/avx512.h"
+
+#define GR 4 /* rows per GEMV tile */
+
+/* The 12 packed scale bytes of block i of each row (layout: nb_k_scale_min) as words A B C:
+ * scales 0-3 = A & 63, 4-7 = (C & 15) | (A >> 6) << 4, mins 0-3 = B & 63, 4-7 = (C >> 4) | (B >> 6)
+ * << 4. The 16-byte loads end inside the block (qs follows). Per lane: y = [A C B C>>4], z = [0
+ * A>>2 0 B>>2] keeping bits 4-5 of each byte; the result is [scales 0-3, 4-7, mins 0-3, 4-7]. */
+static inline __m512i q4_k_scales4(const uint8_t *const p[GR], int64_t i) {
+    const nb_block_q4_k *b0 = (const nb_block_q4_k *)p[0] + i, *b1 = (const nb_block_q4_k *)p[1] + i,
+                        *b2 = (const nb_block_q4_k *)p[2] + i, *b3 = (const nb_block_q4_k *)p[3] + i;
+    const __m512i x = nb_avx512_rows16(b0->scales, b1->scales, b2->scales, b3->scales);
+    const __m512i yv = _mm512_srlv_epi32(_mm512_shuffle_epi32(x, (_MM_PERM_ENUM)_MM_SHUFFLE(2, 1, 2, 0)),
+                                         _mm512_set4_epi32(4, 0, 0, 0));
+    const __m512i zv = _mm512_maskz_shuffle_epi32(0xAAAA, _mm512_and_si512(_mm512_srli_epi32(x, 2), _mm512_set1_epi8(0x30)),
+                                                  (_MM_PERM_ENUM)_MM_SHUFFLE(1, 1, 0, 0));
+    /* (yv & mask) | zv: truth table 0xEA */
+    return _mm512_ternarylogic_epi32(yv, _mm512_set4_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f), zv, 0xEA);
+}
+
+static inline __attribute__((always_inline)) void kq_gemv_q4_k(int nr, int64_t nb, const uint8_t *w, size_t ws,
+                                                               size_t rs, const uint8_t *a, float *y) {
+    const uint8_t *p[GR];
+    nb_avx512_tile_rows(p, w, ws, rs, nr);
+    __m256 acc[GR];
+    #pragma GCC unroll 8
+    for (int r = 0; r < GR; r++) acc[r] = _mm256_setzero_ps();
+    __m128 macc = _mm_setzero_ps(); /* lane r: row r's minimum chain */
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m512i sm_next = q4_k_scales4(p, 0);
+    /* a block's scales as words, row r's scales 2c and 2c+1 in dword 4r + c; two halves so that
+     * the next block's are stored while this block's are read */
+    int32_t sbuf[2][16] __attribute__((aligned(64)));
+    _mm512_store_si512(sbuf[0], _mm512_unpacklo_epi8(sm_next, _mm512_setzero_si512()));
+    for (int64_t i = 0; i < nb; i++) {
+        const nb_block_q8_k *ab = (const nb_block_q8_k *)a + i;
+        const nb_block_q4_k *b[GR];
+        #pragma GCC unroll 8
+        for (int r = 0; r < GR; r++) {
+            b[r] = (const nb_block_q4_k *)p[r] + i;
+            for (int l = 0; l < 144; l += 64) _mm_prefetch((const char *)b[r] + NB_PREFETCH_BYTES + l, _MM_HINT_T0);
+        }
+        /* d and dmin of the 4 rows (the first 4 bytes of each block) times the activation scale:
+         * [d0 dmin0 d1 dmin1 ...] * da, the products the reference forms */
+        uint32_t dd[GR];
+        #pragma GCC unroll 8
+        for (int r = 0; r < GR; r++) memcpy(&dd[r], b[r], 4);
+        const __m128i dh = _mm_set_epi64x((long long)(dd[2] | (uint64_t)dd[3] << 32), (long long)(dd[0] | (uint64_t)dd[1] << 32));
+        const __m256 dm = _mm256_mul_ps(_mm256_cvtph_ps(dh), _mm256_set1_ps(ab->d));
+        /* this block's scales were unpacked and stored during the previous block */
+        const __m512i sm = sm_next, zero = _mm512_setzero_si512();
+        const int32_t *sd = sbuf[i & 1];
+        if (i + 1 < nb) {
+            sm_next = q4_k_scales4(p, i + 1);
+            _mm512_store_si512(sbuf[(i + 1) & 1], _mm512_unpacklo_epi8(sm_next, zero));
+        }
+        const __m512i mn16 = _mm512_unpackhi_epi8(sm, zero);
+        /* sum_j m_j * (bsums[2j] + bsums[2j+1]) of each row: the 8 pair sums (|.| <= 2*16*127, so
+         * words) in every lane, one vpmaddwd, then each lane's 4 dwords summed */
+        const __m256i bp = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab->bsums), _mm256_set1_epi16(1));
+        const __m512i bs = _mm512_broadcast_i32x4(_mm256_cvtepi32_epi16(bp));
+        __m512i ms = _mm512_madd_epi16(mn16, bs);
+        ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, (_MM_PERM_ENUM)_MM_SHUFFLE(1, 0, 3, 2)));
+        ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, (_MM_PERM_ENUM)_MM_SHUFFLE(2, 3, 0, 1)));
+        const __m128i msum = _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), ms));
+        const __m128 dmin = _mm256_castps256_ps128(_mm256_permutexvar_ps(_mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7), dm));
+        macc = _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(msum), macc);
+        #pragma GCC unroll 8
+        for (int r = 0; r < GR; r++) {
+            __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256(); /* two chains: half the latency */
+            #pragma GCC unroll 8
+            for (int c = 0; c < 4; c++) {
+                const __m256i qv = _mm256_loadu_si256((const __m256i *)(b[r]->qs + 32 * c));
+                const __m256i lo = _mm256_and_si256(qv, m4), hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+                const __m256i al = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c));
+                const __m256i ah = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c + 32));
+                /* lane k of groups 2c and 2c+1 unscaled (|.| <= 4*15*127, so words), packed as the
+                 * low and high word of one dword for one vpdpwssd against the dword of scales 2c,
+                 * 2c+1 (dword c of the row's scale words); truth table 0xEA: (a & b) | c */
+                const __m256i z = _mm256_setzero_si256();
+                const __m256i pair = _mm256_ternarylogic_epi32(_mm256_dpbusd_epi32(z, lo, al), _mm256_set1_epi32(0xffff),
+                                                               _mm256_slli_epi32(_mm256_dpbusd_epi32(z, hi, ah), 16), 0xEA);
+                const __m256i sp = _mm256_set1_epi32(sd[4 * r + c]);
+                if (c & 1)
+                    i1 = _mm256_dpwssd_epi32(i1, pair, sp);
+                else
+                    i0 = _mm256_dpwssd_epi32(i0, pair, sp);
+            }
+            const __m256 dr = _mm256_permutexvar_ps(_mm256_set1_epi32(2 * r), dm);
+            acc[r] = _mm256_fmadd_ps(dr, _mm256_cvtepi32_ps(_mm256_add_epi32(i0, i1)), acc[r]);
+        }
+    }
+    float mv[GR];
+    _mm_storeu_ps(mv, macc);
+    #pragma GCC unroll 8
+    for (int r = 0; r < nr; r++) y[(size_t)r * rs] = nb_avx2_lane_sum(acc[r]) - mv[r];
+}
+
+static inline __attribute__((always_inline)) void kq_gemv_q6_k(int nr, int64_t nb, const uint8_t *w, size_t ws,
+                                                               size_t rs, const uint8_t *a, float *y) {
+    const uint8_t *p[GR];
+    nb_avx512_tile_rows(p, w, ws, rs, nr);
+    __m256 acc[GR];
+    #pragma GCC unroll 8
+    for (int r = 0; r < GR; r++) acc[r] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+    /* a row's 16 int8 scales, even ones first: sign-extended, lane 0 holds the first scale of each
+     * 32-element group and lane 1 the second, as the group's elements lie in a register */
+    const __m128i evens = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    for (int64_t i = 0; i < nb; i++) {
+        const nb_block_q8_k *ab = (const nb_block_q8_k *)a + i;
+        const nb_block_q6_k *b[GR];
+        uint64_t d4 = 0;
+        #pragma GCC unroll 8
+        for (int r = 0; r < GR; r++) {
+            b[r] = (const nb_block_q6_k *)p[r] + i;
+            for (int l = 0; l < 256; l += 64) _mm_prefetch((const char *)b[r] + NB_PREFETCH_BYTES + l, _MM_HINT_T0);
+            d4 |= (uint64_t)b[r]->d << 16 * r;
+        }
+        const __m128 ds = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)d4)), _mm_set1_ps(ab->d));
+        /* -32 * (sum of each 4 activation codes) per group: the code offset's share of each lane,
+         * the same for every row, and the start of the row's sums */
+        __m256i nc[8];
+        #pragma GCC unroll 8
+        for (int g = 0; g < 8; g++)
+            nc[g] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                     _mm256_dpbusd_epi32(_mm256_setzero_si256(), k32, _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * g))));
+        #pragma GCC unroll 8
+        for (int r = 0; r < GR; r++) {
+            /* dword m of lane 0: the first scales of groups 2m and 2m+1, of lane 1 their second ones */
+            const __m256i s16 = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)b[r]->scales), evens));
+            __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256(); /* two chains: half the latency */
+            #pragma GCC unroll 8
+            for (int h = 0; h < 2; h++) {
+                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b[r]->ql + 64 * h));
+                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b[r]->ql + 64 * h + 32));
+                const __m256i hb = _mm256_loadu_si256((const __m256i *)(b[r]->qh + 32 * h));
+                /* the four 32-element groups of this half: low nibble | two high bits at bits 4-5,
+                 * (x & 15) | hbits as one vpternlogd (truth table 0xEA: (a & b) | c) */
+                __m256i q[4];
+                q[0] = _mm256_ternarylogic_epi32(l0, m4, _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30), 0xEA);
+                q[1] = _mm256_ternarylogic_epi32(l1, m4, _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30), 0xEA);
+                q[2] = _mm256_ternarylogic_epi32(_mm256_srli_epi16(l0, 4), m4, _mm256_and_si256(hb, m30), 0xEA);
+                q[3] = _mm256_ternarylogic_epi32(_mm256_srli_epi16(l1, 4), m4, _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30), 0xEA);
+                #pragma GCC unroll 8
+                for (int g = 0; g < 4; g += 2) {
+                    const int G = 4 * h + g;
+                    /* lane k of groups G and G+1 unscaled, (q - 32) * a (|.| <= 4*32*127, so words),
+                     * packed as the low and high word of one dword for one vpdpwssd against the
+                     * dword of their scales */
+                    const __m256i lo = _mm256_dpbusd_epi32(nc[G], q[g], _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * G)));
+                    const __m256i hi = _mm256_dpbusd_epi32(nc[G + 1], q[g + 1], _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * G + 32)));
+                    const __m256i pair = _mm256_ternarylogic_epi32(lo, _mm256_set1_epi32(0xffff), _mm256_slli_epi32(hi, 16), 0xEA);
+                    const __m256i sp = _mm256_shuffle_epi32(s16, (_MM_PERM_ENUM)((G / 2) * 0x55));
+                    if (h)
+                        i1 = _mm256_dpwssd_epi32(i1, pair, sp);
+                    else
+                        i0 = _mm256_dpwssd_epi32(i0, pair, sp);
+                }
+            }
+            const __m256 dr = _mm256_permutexvar_ps(_mm256_set1_epi32(r), _mm256_castps128_ps256(ds));
+            acc[r] = _mm256_fmadd_ps(dr, _mm256_cvtepi32_ps(_mm256_add_epi32(i0, i1)), acc[r]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < nr; r++) y[(size_t)r * rs] = nb_avx2_lane_sum(acc[r]);
+}
 
 #define KQ_TMAX 4
 #define KQ_ISA avx512
+#define KQ_GEMV
 static inline __m256i kq_dot16(__m256i acc, __m256i pairs, __m256i scales) {
     return _mm256_dpwssd_epi32(acc, pairs, scales);
 }

@@ -34,18 +34,12 @@
 
 #include "formats/blocks.h"
 #include "formats/codes.h"
-#include "kernels/x86/avx2/avx2.h"
+#include "kernels/x86/avx512/avx512.h"
 
 #define RT 4   /* rows per tile */
 /* Units per software prefetch of a row: the largest power of two whose units fit a cache line. */
 #define PF_EVERY(ub) ((ub) <= 16 ? 4 : (ub) <= 32 ? 2 : 1)
 #define TMAX 4 /* tokens per tile */
-
-/* The tile's rows are rows 0, rs, 2rs, 3rs from w (y likewise), so that a GEMV over short rows can
- * draw them from four distant parts of the matrix (nb_avx2_tile_loop). */
-static inline void tile_rows(const uint8_t *p[RT], const uint8_t *w, size_t ws, size_t rs, int nr) {
-    for (int i = 0; i < RT; i++) p[i] = w + (size_t)(i < nr ? i : nr - 1) * rs * ws;
-}
 
 /* Bytes ahead of the unit being decoded that each row prefetches. Short neighbouring rows (a
  * 640-wide matrix in a GEMM tile: 4 x 680 bytes) make the tile one contiguous stream: prefetch the
@@ -94,7 +88,7 @@ static inline __attribute__((always_inline)) void tile_units(row_fn dec, int ub,
                                                              const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
                                                              size_t as, float *y, size_t ldy) {
     const uint8_t *p[RT];
-    tile_rows(p, w, ws, rs, nr);
+    nb_avx512_tile_rows(p, w, ws, rs, nr);
     const size_t pf = tile_prefetch(ws, rs, ub);
     __m256 acc[RT][TMAX];
     #pragma GCC unroll 8
@@ -144,14 +138,6 @@ typedef struct {
     __m512 s;
 } quad;
 
-/* 16 bytes at the same offset of the 4 rows, row i in 128-bit lane i. */
-static inline __m512i rows16(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2, const uint8_t *p3) {
-    __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p0));
-    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)p1), 1);
-    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)p2), 2);
-    return _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)p3), 3);
-}
-
 static inline __m512i low_nibbles(__m512i z) { return _mm512_and_si512(z, _mm512_set1_epi8(15)); }
 static inline __m512i high_nibbles(__m512i z) { return _mm512_and_si512(_mm512_srli_epi16(z, 4), _mm512_set1_epi8(15)); }
 
@@ -171,7 +157,7 @@ static inline __m512i e2m1_biased(void) {
 
 static inline quad dec_mxfp4(const uint8_t *const p[4], int64_t u) {
     BLOCKS(nb_block_mxfp4);
-    const __m512i t = e2m1_biased(), z = rows16(b0->qs, b1->qs, b2->qs, b3->qs);
+    const __m512i t = e2m1_biased(), z = nb_avx512_rows16(b0->qs, b1->qs, b2->qs, b3->qs);
     return (quad){_mm512_shuffle_epi8(t, low_nibbles(z)), _mm512_shuffle_epi8(t, high_nibbles(z)),
                   spread4(_mm_setr_ps(nb_e8m0_half_table[b0->e], nb_e8m0_half_table[b1->e],
                                       nb_e8m0_half_table[b2->e], nb_e8m0_half_table[b3->e]))};
@@ -197,7 +183,7 @@ static inline quad dec_nvfp4(const uint8_t *const p[4], int64_t u) {
     const int h = (int)(u & 1);
     const nb_block_nvfp4 *b0 = (const nb_block_nvfp4 *)p[0] + bi, *b1 = (const nb_block_nvfp4 *)p[1] + bi,
                          *b2 = (const nb_block_nvfp4 *)p[2] + bi, *b3 = (const nb_block_nvfp4 *)p[3] + bi;
-    const __m512i t = e2m1_biased(), z = rows16(b0->qs + 16 * h, b1->qs + 16 * h, b2->qs + 16 * h, b3->qs + 16 * h);
+    const __m512i t = e2m1_biased(), z = nb_avx512_rows16(b0->qs + 16 * h, b1->qs + 16 * h, b2->qs + 16 * h, b3->qs + 16 * h);
     uint16_t d[4];
     memcpy(&d[0], b0->d + 2 * h, 2);
     memcpy(&d[1], b1->d + 2 * h, 2);
@@ -217,7 +203,7 @@ static inline __attribute__((always_inline)) void tile_fp4(dec_fn dec, int ub, i
                                                            const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
                                                            size_t as, float *y, size_t ldy) {
     const uint8_t *p[RT];
-    tile_rows(p, w, ws, rs, nr);
+    nb_avx512_tile_rows(p, w, ws, rs, nr);
     const size_t pf = tile_prefetch(ws, rs, ub);
     __m512 acc[TMAX];
     #pragma GCC unroll 8

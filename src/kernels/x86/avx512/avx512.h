@@ -1,0 +1,25 @@
+/*
+ * avx512.h: what the AVX-512 kernel files share (compiled with AVX-512F/BW/VL and VNNI; only
+ * reached through dispatch when the CPU has them).
+ */
+#ifndef NB_KERNELS_AVX512_H
+#define NB_KERNELS_AVX512_H
+
+#include "kernels/x86/avx2/avx2.h"
+
+/* The 4 rows of a tile are rows 0, rs, 2rs, 3rs from w, so that a GEMV over short rows can draw
+ * them from four distant parts of the matrix (nb_avx2_tile_loop). A tile with nr < 4 valid rows
+ * repeats its last row (same instructions, surplus results dropped). */
+static inline void nb_avx512_tile_rows(const uint8_t *p[4], const uint8_t *w, size_t ws, size_t rs, int nr) {
+    for (int i = 0; i < 4; i++) p[i] = w + (size_t)(i < nr ? i : nr - 1) * rs * ws;
+}
+
+/* 16 bytes at the same offset of the 4 rows, row i in 128-bit lane i. */
+static inline __m512i nb_avx512_rows16(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2, const uint8_t *p3) {
+    __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p0));
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)p1), 1);
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)p2), 2);
+    return _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)p3), 3);
+}
+
+#endif
