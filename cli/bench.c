@@ -1,5 +1,6 @@
 /*
- * bench.c: `nibble bench kernels [-o md|json] [-t LIST] [-r REPS]`: kernel throughput.
+ * bench.c: `nibble bench kernels [-o md|json] [-t LIST] [-r REPS]`: kernel throughput, and
+ * `nibble bench roofline -m MODEL [-t LIST] [-n N] [-r REPS]`: decode against its memory ceiling.
  *
  * For each thread count: the machine's streaming-read bandwidth (a sum over a 1 GiB buffer split
  * over the pool), then per weight type: GEMV effective GB/s of weight bytes on a 16384 x 14336
@@ -243,8 +244,111 @@ usage:
     return 2;
 }
 
+/* ----------------------------------------------------------- roofline */
+
+/* Bytes one decode step reads at position pos: every weight tensor the graph uses (the tied
+ * output matrix included) plus the F16 keys and values it attends to, all positions up to pos on
+ * global layers and at most the window on local ones. */
+static double step_bytes(const nb_model_info *in, int pos) {
+    const double per_pos = 2.0 * 2.0 * in->n_head_kv * in->head_dim; /* K and V, 2 bytes each */
+    const int local = in->sliding_window > 0 && pos + 1 > in->sliding_window ? in->sliding_window : pos + 1;
+    return (double)in->weight_bytes + per_pos * ((double)(in->n_layer - in->n_sliding) * (pos + 1) +
+                                                 (double)in->n_sliding * local);
+}
+
+/* One round: n greedy decode steps after a BOS prompt; tokens/s and mean bytes per step. */
+static int decode_round(nb_ctx *c, const nb_model_info *in, int32_t bos, int n, float *logits, double *tps,
+                        double *bytes) {
+    nb_ctx_reset(c);
+    if (nb_ctx_eval(c, &bos, 1, logits, 0) != NB_OK) return 0;
+    double sum = 0, t = arg_now();
+    for (int i = 0; i < n; i++) {
+        int32_t tok = 0;
+        for (int v = 1; v < in->n_vocab; v++) tok = logits[v] > logits[tok] ? v : tok;
+        sum += step_bytes(in, nb_ctx_pos(c));
+        if (nb_ctx_eval(c, &tok, 1, logits, 0) != NB_OK) return 0;
+    }
+    *tps = n / (arg_now() - t);
+    *bytes = sum / n;
+    return 1;
+}
+
+/* Per thread count, REPS rounds of a streaming read (one pass over 1 GiB) followed by N greedy
+ * decode steps; the ceiling of a round is its streaming rate over the bytes a step reads, and the
+ * share of it that decode reached is taken per round (the machine's bandwidth drifts between
+ * rounds), then summarized as median (min..max). */
+static int bench_roofline(int argc, char **argv) {
+    int reps = 5, n_gen = 64, threads[8] = {1, 2}, nthreads = 2;
+    const char *path = NULL;
+    for (int i = 2; i < argc; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "-m")) {
+            if (!(path = arg_value(argc, argv, &i))) return 2;
+        } else if (!strcmp(argv[i], "-t")) {
+            if (!(v = arg_value(argc, argv, &i))) return 2;
+            if (!(nthreads = parse_threads(v, threads, 8))) goto usage;
+        } else if (!strcmp(argv[i], "-n")) {
+            if (!(v = arg_value(argc, argv, &i)) || !arg_int("-n", v, 1, 4096, &n_gen)) return 2;
+        } else if (!strcmp(argv[i], "-r")) {
+            if (!(v = arg_value(argc, argv, &i)) || !arg_int("-r", v, 1, 32, &reps)) return 2;
+        } else goto usage;
+    }
+    if (!path) goto usage;
+    nb_model *m;
+    if (nb_model_load(path, &m) != NB_OK) {
+        fprintf(stderr, "nibble bench: %s\n", nb_last_error());
+        return 1;
+    }
+    const nb_model_info *in = nb_model_get_info(m);
+    const int32_t bos = nb_tokenizer_bos(nb_model_tokenizer(m)) < 0 ? 0 : nb_tokenizer_bos(nb_model_tokenizer(m));
+    float *logits = malloc(sizeof(float) * (size_t)in->n_vocab);
+    if (!logits) {
+        fprintf(stderr, "nibble bench: out of memory\n");
+        nb_model_free(m);
+        return 1;
+    }
+    printf("kernel set: %s; %s, %d decode steps after BOS, %d rounds per thread count\n\n", nb_isa_name(nb_isa_active()),
+           path, n_gen, reps);
+    printf("| threads | stream GB/s | decode tok/s | MB read per step | ceiling tok/s | share of ceiling |\n");
+    printf("|---|---|---|---|---|---|\n");
+    int rc = 0;
+    for (int ti = 0; ti < nthreads && !rc; ti++) {
+        nb_pool *pool = NULL;
+        nb_ctx *c = NULL;
+        nb_ctx_params cp = nb_ctx_default_params();
+        cp.n_ctx = n_gen + 8;
+        double gbs[32], tps[32], ceil[32], share[32], bytes = 0, warm;
+        rc = nb_pool_create(threads[ti], &pool) != NB_OK;
+        if (!rc) cp.pool = pool, rc = nb_ctx_create(m, &cp, &c) != NB_OK;
+        if (!rc) rc = !decode_round(c, in, bos, n_gen, logits, &warm, &bytes); /* pages, arena */
+        for (int r = 0; r < reps && !rc; r++) {
+            gbs[r] = stream_gbs(pool, 1).med;
+            rc = !decode_round(c, in, bos, n_gen, logits, &tps[r], &bytes);
+            ceil[r] = gbs[r] * 1e9 / bytes;
+            share[r] = 100 * tps[r] / ceil[r];
+        }
+        if (rc) fprintf(stderr, "nibble bench: %s\n", nb_last_error());
+        else {
+            const stat g = stats(gbs, reps), t = stats(tps, reps), cl = stats(ceil, reps), sh = stats(share, reps);
+            printf("| %d | %.1f ± %.1f | %.1f ± %.1f | %.1f | %.1f ± %.1f | %.0f %% (%.0f..%.0f) |\n", threads[ti], g.med,
+                   g.spread, t.med, t.spread, bytes / 1e6, cl.med, cl.spread, sh.med, share[0], share[reps - 1]);
+            fflush(stdout);
+        }
+        nb_ctx_free(c);
+        nb_pool_destroy(pool);
+    }
+    free(logits);
+    nb_model_free(m);
+    return rc;
+usage:
+    fprintf(stderr, "usage: nibble bench roofline -m MODEL [-t 1,2] [-n N] [-r REPS]\n");
+    return 2;
+}
+
 int cmd_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "kernels")) return bench_kernels(argc, argv);
-    fprintf(stderr, "usage: nibble bench kernels [-o md|json] [-t 1,2] [-r REPS]\n");
+    if (argc >= 2 && !strcmp(argv[1], "roofline")) return bench_roofline(argc, argv);
+    fprintf(stderr, "usage: nibble bench kernels [-o md|json] [-t 1,2] [-r REPS]\n"
+                    "       nibble bench roofline -m MODEL [-t 1,2] [-n N] [-r REPS]\n");
     return 2;
 }

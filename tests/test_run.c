@@ -105,6 +105,30 @@ TEST(bad_flags_exit_2) {
     CHECK(test_sh(cmd, out, sizeof out) == 1 && strstr(out, "/nonexistent.gguf"), "missing model: %s", out);
 }
 
+/* `bench roofline`: one row per thread count with the bytes a step reads (the weights the graph
+ * uses plus the keys and values attended to) and a share of the ceiling that is a measurement
+ * (positive and finite, not a constant); bad flags exit 2. */
+TEST(bench_roofline_row) {
+    if (!have_model()) SKIP("model %s absent", MODEL);
+    char cmd[1024], out[4096];
+    snprintf(cmd, sizeof cmd, "%s bench roofline -m %s -t 1 -n 4 -r 1 2>&1", BIN, MODEL);
+    CHECK(test_sh(cmd, out, sizeof out) == 0, "roofline failed: %s", out);
+    const char *row = strstr(out, "\n| 1 | ");
+    double gbs, tps, mb, ceil, share;
+    CHECK(row && sscanf(row, "\n| 1 | %lf ± %*f | %lf ± %*f | %lf | %lf ± %*f | %lf %%", &gbs, &tps, &mb, &ceil, &share) == 5,
+          "no 1-thread row in:\n%s", out);
+    if (!row) return;
+    nb_model *m;
+    CHECK(nb_model_load(MODEL, &m) == NB_OK, "load: %s", nb_last_error());
+    const double weights = (double)nb_model_get_info(m)->weight_bytes / 1e6;
+    nb_model_free(m);
+    CHECK(mb > weights && mb < weights + 1.0, "%.1f MB per step, weights %.1f MB (+ under 1 MB of KV)", mb, weights);
+    CHECK(gbs > 0 && tps > 0 && share > 0 && isfinite(share), "stream %.1f GB/s, %.1f tok/s, share %.0f %%", gbs, tps, share);
+    CHECK(fabs(ceil - gbs * 1e3 / mb) < 0.05 * ceil + 0.1, "ceiling %.1f is not stream/bytes %.1f", ceil, gbs * 1e3 / mb);
+    snprintf(cmd, sizeof cmd, "%s bench roofline -t 1 2>&1", BIN);
+    CHECK(test_sh(cmd, out, sizeof out) == 2, "no -m: %s", out);
+}
+
 TEST(api_eval_limits_and_logits) {
     if (!have_model()) SKIP("model %s absent", MODEL);
     nb_model *m;
@@ -201,6 +225,7 @@ int main(int argc, char **argv) {
     RUN(generation_stops_at_full_context);
     RUN(chat_turns_from_stdin);
     RUN(bad_flags_exit_2);
+    RUN(bench_roofline_row);
     RUN(api_eval_limits_and_logits);
     RUN(imatrix_process_output);
     RUN(unknown_architecture_refused_by_name);
