@@ -70,21 +70,33 @@ static void *big_alloc(size_t bytes) {
     return p;
 }
 
-static stat stream_gbs(nb_pool *pool, int reps) {
-    size_t bytes = (size_t)1 << 30;
-    stream_job j = {0};
-    uint64_t *buf = big_alloc(bytes);
-    if (!buf) return (stat){0, 0};
-    memset(buf, 1, bytes);
-    j.buf = buf;
+#define STREAM_BYTES ((size_t)1 << 30)
+
+/* The streaming buffer, touched (so that its pages exist before any pass is timed). */
+static uint64_t *stream_buf(void) {
+    uint64_t *buf = big_alloc(STREAM_BYTES);
+    if (buf) memset(buf, 1, STREAM_BYTES);
+    return buf;
+}
+
+/* GB/s of reps passes over buf. */
+static stat stream_passes(nb_pool *pool, const uint64_t *buf, int reps) {
+    stream_job j = {.buf = buf};
     double v[32];
     for (int r = 0; r < reps; r++) {
         double t = arg_now();
-        nb_pool_for(pool, (int64_t)(bytes / 64), 4096, stream_part, &j);
-        v[r] = (double)bytes / (arg_now() - t) / 1e9;
+        nb_pool_for(pool, (int64_t)(STREAM_BYTES / 64), 4096, stream_part, &j);
+        v[r] = (double)STREAM_BYTES / (arg_now() - t) / 1e9;
     }
-    free(buf);
     return stats(v, reps);
+}
+
+static stat stream_gbs(nb_pool *pool, int reps) {
+    uint64_t *buf = stream_buf();
+    if (!buf) return (stat){0, 0};
+    stat st = stream_passes(pool, buf, reps);
+    free(buf);
+    return st;
 }
 
 /* ------------------------------------------------------------------- matmul */
@@ -256,15 +268,15 @@ static double step_bytes(const nb_model_info *in, int pos) {
                                                  (double)in->n_sliding * local);
 }
 
-/* One round: n greedy decode steps after a BOS prompt; tokens/s and mean bytes per step. */
-static int decode_round(nb_ctx *c, const nb_model_info *in, int32_t bos, int n, float *logits, double *tps,
-                        double *bytes) {
+/* One round: n greedy decode steps after a BOS prompt (the sampler `nibble run --temp 0` uses);
+ * tokens/s and mean bytes per step. */
+static int decode_round(nb_ctx *c, nb_sampler *greedy, const nb_model_info *in, int32_t bos, int n, float *logits,
+                        double *tps, double *bytes) {
     nb_ctx_reset(c);
     if (nb_ctx_eval(c, &bos, 1, logits, 0) != NB_OK) return 0;
     double sum = 0, t = arg_now();
     for (int i = 0; i < n; i++) {
-        int32_t tok = 0;
-        for (int v = 1; v < in->n_vocab; v++) tok = logits[v] > logits[tok] ? v : tok;
+        int32_t tok = nb_sampler_sample(greedy, logits);
         sum += step_bytes(in, nb_ctx_pos(c));
         if (nb_ctx_eval(c, &tok, 1, logits, 0) != NB_OK) return 0;
     }
@@ -273,10 +285,10 @@ static int decode_round(nb_ctx *c, const nb_model_info *in, int32_t bos, int n, 
     return 1;
 }
 
-/* Per thread count, REPS rounds of a streaming read (one pass over 1 GiB) followed by N greedy
- * decode steps; the ceiling of a round is its streaming rate over the bytes a step reads, and the
- * share of it that decode reached is taken per round (the machine's bandwidth drifts between
- * rounds), then summarized as median (min..max). */
+/* Per thread count, REPS rounds of a streaming read (the median of 3 passes over 1 GiB) followed
+ * by N greedy decode steps; the ceiling of a round is its streaming rate over the bytes a step
+ * reads, and the share of it that decode reached is taken per round (the machine's bandwidth
+ * drifts between rounds), then summarized as median (min..max). */
 static int bench_roofline(int argc, char **argv) {
     int reps = 5, n_gen = 64, threads[8] = {1, 2}, nthreads = 2;
     const char *path = NULL;
@@ -302,8 +314,12 @@ static int bench_roofline(int argc, char **argv) {
     const nb_model_info *in = nb_model_get_info(m);
     const int32_t bos = nb_tokenizer_bos(nb_model_tokenizer(m)) < 0 ? 0 : nb_tokenizer_bos(nb_model_tokenizer(m));
     float *logits = malloc(sizeof(float) * (size_t)in->n_vocab);
-    if (!logits) {
+    nb_sampler_params sp = nb_sampler_default_params();
+    sp.temp = 0;
+    nb_sampler *greedy = NULL;
+    if (!logits || nb_sampler_create(&sp, in->n_vocab, &greedy) != NB_OK) {
         fprintf(stderr, "nibble bench: out of memory\n");
+        free(logits);
         nb_model_free(m);
         return 1;
     }
@@ -318,12 +334,13 @@ static int bench_roofline(int argc, char **argv) {
         nb_ctx_params cp = nb_ctx_default_params();
         cp.n_ctx = n_gen + 8;
         double gbs[32], tps[32], ceil[32], share[32], bytes = 0, warm;
-        rc = nb_pool_create(threads[ti], &pool) != NB_OK;
+        uint64_t *buf = stream_buf();
+        rc = !buf || nb_pool_create(threads[ti], &pool) != NB_OK;
         if (!rc) cp.pool = pool, rc = nb_ctx_create(m, &cp, &c) != NB_OK;
-        if (!rc) rc = !decode_round(c, in, bos, n_gen, logits, &warm, &bytes); /* pages, arena */
+        if (!rc) rc = !decode_round(c, greedy, in, bos, n_gen, logits, &warm, &bytes); /* pages, arena */
         for (int r = 0; r < reps && !rc; r++) {
-            gbs[r] = stream_gbs(pool, 1).med;
-            rc = !decode_round(c, in, bos, n_gen, logits, &tps[r], &bytes);
+            gbs[r] = stream_passes(pool, buf, 3).med;
+            rc = !decode_round(c, greedy, in, bos, n_gen, logits, &tps[r], &bytes);
             ceil[r] = gbs[r] * 1e9 / bytes;
             share[r] = 100 * tps[r] / ceil[r];
         }
@@ -336,7 +353,9 @@ static int bench_roofline(int argc, char **argv) {
         }
         nb_ctx_free(c);
         nb_pool_destroy(pool);
+        free(buf);
     }
+    nb_sampler_free(greedy);
     free(logits);
     nb_model_free(m);
     return rc;
