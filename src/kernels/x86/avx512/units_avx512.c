@@ -20,14 +20,15 @@
  * Q5_0, qh bits regrouped in general registers, all of which cost more than the halved count of
  * multiply-adds saves.
  *
- * MXFP4 and NVFP4 sum both halves of a unit into 4 lanes (kernels.h), which the 256-bit layout
- * cannot do in one vpdpbusd, so they keep 4 rows per 512-bit register, one 128-bit lane per row:
+ * MXFP4 and NVFP4 sum both halves of a unit into 4 lanes (kernels.h), which the one-row layout
+ * cannot do in one vpdpbusd, so they keep 2 rows per 256-bit register, one 128-bit lane per row:
  * `lo` holds the codes that meet activation bytes 0-15 of the unit, `hi` those that meet bytes
- * 16-31, so each activation half is one 128-bit broadcast and the two vpdpbusd meet in the same
- * dword lanes. A 16-byte run of packed codes split into low and high nibbles *is* lo and hi for
- * MXFP4; NVFP4's nibbles split into elements 0-7,16-23 and 8-15,24-31 of the unit instead, so its
- * activations come in that order (NB_ACT_Q8_0X_NV) and its final reduction pairs the lanes
- * accordingly.
+ * 16-31, so each activation half is one 128-bit broadcast from memory and the two vpdpbusd meet
+ * in the same dword lanes. (4 rows per 512-bit register, the same scheme one lane wider, was
+ * 8-20 % slower on Zen 4 for the same reasons as above.) A 16-byte run of packed codes split
+ * into low and high nibbles *is* lo and hi for MXFP4; NVFP4's nibbles split into elements
+ * 0-7,16-23 and 8-15,24-31 of the unit instead, so its activations come in that order
+ * (NB_ACT_Q8_0X_NV) and its final reduction pairs the lanes accordingly.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -129,38 +130,53 @@ static inline __attribute__((always_inline)) void tile_units(row_fn dec, int ub,
         for (int i = 0; i < nr; i++) y[(size_t)t * ldy + (size_t)i * rs] = nb_avx2_lane_sum(acc[i][t]);
 }
 
-/* ---- MXFP4, NVFP4: 4 rows per 512-bit register ---- */
+/* ---- MXFP4, NVFP4: 2 rows per 256-bit register ---- */
 
-/* A unit of the tile's 4 rows: codes meeting activation bytes 0-15 (lo) and 16-31 (hi), and the
- * weight scale of every dword lane (row i: lanes 4i..4i+3). */
+/* A unit of the tile's 4 rows as two row pairs, rows 2j and 2j+1 in the 128-bit lanes of pair j:
+ * codes meeting activation bytes 0-15 (lo) and 16-31 (hi), and the weight scale of every dword
+ * lane. */
 typedef struct {
-    __m512i lo, hi;
-    __m512 s;
+    __m256i lo[2], hi[2];
+    __m256 s[2];
 } quad;
 
-static inline __m512i low_nibbles(__m512i z) { return _mm512_and_si512(z, _mm512_set1_epi8(15)); }
-static inline __m512i high_nibbles(__m512i z) { return _mm512_and_si512(_mm512_srli_epi16(z, 4), _mm512_set1_epi8(15)); }
+/* 16 bytes at the same offset of two rows, one per 128-bit lane. */
+static inline __m256i rows2(const uint8_t *p0, const uint8_t *p1) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p0)),
+                                   _mm_loadu_si128((const __m128i *)p1), 1);
+}
 
-/* One scale per row (4 floats) over the row's 4 lanes. */
-static inline __m512 spread4(__m128 s) {
-    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), _mm512_castps128_ps512(s));
+/* E2M1 codes through a 16-entry table of biased doubled values (nb_e2m1_doubled + 128). */
+static inline __m256i e2m1_biased(void) {
+    const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)nb_e2m1_doubled));
+    return _mm256_xor_si256(t, _mm256_set1_epi8((char)0x80));
+}
+
+/* lo and hi of pair j from its rows' 16 packed bytes z. */
+static inline void fp4_codes(quad *q, int j, __m256i z) {
+    const __m256i t = e2m1_biased(), m = _mm256_set1_epi8(15);
+    q->lo[j] = _mm256_shuffle_epi8(t, _mm256_and_si256(z, m));
+    q->hi[j] = _mm256_shuffle_epi8(t, _mm256_and_si256(_mm256_srli_epi16(z, 4), m));
+}
+
+/* Two rows' scales over their 4 lanes each: broadcasts from the table are plain loads, so the
+ * pair costs one insert (4 table loads, vinsertps and a permute measured slower). */
+static inline __m256 scale2(uint8_t e0, uint8_t e1) {
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_broadcast_ss(&nb_e8m0_half_table[e0])),
+                                _mm_broadcast_ss(&nb_e8m0_half_table[e1]), 1);
 }
 
 #define BLOCKS(T) const T *b0 = (const T *)p[0] + u, *b1 = (const T *)p[1] + u, *b2 = (const T *)p[2] + u, \
                           *b3 = (const T *)p[3] + u
 
-/* E2M1 codes through a 16-entry table of biased doubled values (nb_e2m1_doubled + 128). */
-static inline __m512i e2m1_biased(void) {
-    __m512i t = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)nb_e2m1_doubled));
-    return _mm512_xor_si512(t, _mm512_set1_epi8((char)0x80));
-}
-
 static inline quad dec_mxfp4(const uint8_t *const p[4], int64_t u) {
     BLOCKS(nb_block_mxfp4);
-    const __m512i t = e2m1_biased(), z = nb_avx512_rows16(b0->qs, b1->qs, b2->qs, b3->qs);
-    return (quad){_mm512_shuffle_epi8(t, low_nibbles(z)), _mm512_shuffle_epi8(t, high_nibbles(z)),
-                  spread4(_mm_setr_ps(nb_e8m0_half_table[b0->e], nb_e8m0_half_table[b1->e],
-                                      nb_e8m0_half_table[b2->e], nb_e8m0_half_table[b3->e]))};
+    quad q;
+    fp4_codes(&q, 0, rows2(b0->qs, b1->qs));
+    fp4_codes(&q, 1, rows2(b2->qs, b3->qs));
+    q.s[0] = scale2(b0->e, b1->e);
+    q.s[1] = scale2(b2->e, b3->e);
+    return q;
 }
 
 /* ggml's halved UE4M3 decode of 8 scale codes (= nb_ue4m3_to_fp32_half, bit for bit). The code's
@@ -183,31 +199,42 @@ static inline quad dec_nvfp4(const uint8_t *const p[4], int64_t u) {
     const int h = (int)(u & 1);
     const nb_block_nvfp4 *b0 = (const nb_block_nvfp4 *)p[0] + bi, *b1 = (const nb_block_nvfp4 *)p[1] + bi,
                          *b2 = (const nb_block_nvfp4 *)p[2] + bi, *b3 = (const nb_block_nvfp4 *)p[3] + bi;
-    const __m512i t = e2m1_biased(), z = nb_avx512_rows16(b0->qs + 16 * h, b1->qs + 16 * h, b2->qs + 16 * h, b3->qs + 16 * h);
+    quad q;
+    fp4_codes(&q, 0, rows2(b0->qs + 16 * h, b1->qs + 16 * h));
+    fp4_codes(&q, 1, rows2(b2->qs + 16 * h, b3->qs + 16 * h));
     uint16_t d[4];
     memcpy(&d[0], b0->d + 2 * h, 2);
     memcpy(&d[1], b1->d + 2 * h, 2);
     memcpy(&d[2], b2->d + 2 * h, 2);
     memcpy(&d[3], b3->d + 2 * h, 2);
     const __m256 s8 = ue4m3_half8(_mm_loadl_epi64((const __m128i *)d)); /* row i: 2i, 2i+1 */
-    const __m512 s = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
-                                           _mm512_castps256_ps512(s8));
-    return (quad){_mm512_shuffle_epi8(t, low_nibbles(z)), _mm512_shuffle_epi8(t, high_nibbles(z)), s};
+    q.s[0] = _mm256_permutexvar_ps(_mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), s8);
+    q.s[1] = _mm256_permutexvar_ps(_mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7), s8);
+    return q;
 }
 
 typedef quad (*dec_fn)(const uint8_t *const p[4], int64_t u);
 
+/* The 4-lane sums of a pair's two rows (each row's a0..a3 to (a0+a2) + (a1+a3)), stored to rows
+ * r and r + 1 where valid. */
+static inline void store_pair(__m256 acc, int r, int nr, float *y, size_t rs) {
+    const __m256 v = _mm256_add_ps(acc, _mm256_shuffle_ps(acc, acc, 0x4E));
+    const __m256 sums = _mm256_add_ps(v, _mm256_shuffle_ps(v, v, 0xB1));
+    if (r < nr) y[(size_t)r * rs] = _mm256_cvtss_f32(sums);
+    if (r + 1 < nr) y[(size_t)(r + 1) * rs] = _mm_cvtss_f32(_mm256_extractf128_ps(sums, 1));
+}
+
 /* nr valid rows (of RT) by T tokens: both halves into the FP4 lanes, one integer sum, one
- * conversion and one fma per unit and token. */
+ * conversion and one fma per unit, row pair and token. */
 static inline __attribute__((always_inline)) void tile_fp4(dec_fn dec, int ub, int nr, int T, int64_t nu,
                                                            const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
                                                            size_t as, float *y, size_t ldy) {
     const uint8_t *p[RT];
     nb_avx512_tile_rows(p, w, ws, rs, nr);
     const size_t pf = tile_prefetch(ws, rs, ub);
-    __m512 acc[TMAX];
+    __m256 acc[2][TMAX];
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    for (int t = 0; t < T; t++) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
     for (int64_t u = 0; u < nu; u++) {
         if ((u & (PF_EVERY(ub) - 1)) == 0) /* about once per cache line of each row */
             #pragma GCC unroll 8
@@ -216,28 +243,21 @@ static inline __attribute__((always_inline)) void tile_fp4(dec_fn dec, int ub, i
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
-            const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab->qs));
-            const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
-            const __m512i nlo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ab->nc));
-            const __m512 sd = _mm512_mul_ps(q.s, _mm512_set1_ps(ab->d));
-            const __m512i ip = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(nlo, q.lo, alo), q.hi, ahi);
-            acc[t] = _mm512_fmadd_ps(sd, _mm512_cvtepi32_ps(ip), acc[t]);
+            const __m256i alo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->qs));
+            const __m256i ahi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
+            const __m256i nlo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->nc));
+            const __m256 da = _mm256_set1_ps(ab->d);
+            #pragma GCC unroll 2
+            for (int j = 0; j < 2; j++) {
+                const __m256i ip = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(nlo, q.lo[j], alo), q.hi[j], ahi);
+                acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(q.s[j], da), _mm256_cvtepi32_ps(ip), acc[j][t]);
+            }
         }
     }
     #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
-        /* each row's 4 lanes a0..a3 to (a0+a2) + (a1+a3) in its element 4i, then elements 0, 4, 8,
-         * 12 to the low lanes, stored from registers (a round trip through memory stalls store
-         * forwarding, and a tile of a 640-wide row is only 20 units long) */
-        const __m512 v = _mm512_add_ps(acc[t], _mm512_shuffle_ps(acc[t], acc[t], 0x4E));
-        const __m512 sums = _mm512_add_ps(v, _mm512_shuffle_ps(v, v, 0xB1));
-        const __m512i first = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-        const __m128 r = _mm512_castps512_ps128(_mm512_permutexvar_ps(first, sums));
-        float *yt = y + (size_t)t * ldy;
-        yt[0] = _mm_cvtss_f32(r);
-        if (nr > 1) yt[rs] = _mm_cvtss_f32(_mm_shuffle_ps(r, r, 1));
-        if (nr > 2) yt[2 * rs] = _mm_cvtss_f32(_mm_shuffle_ps(r, r, 2));
-        if (nr > 3) yt[3 * rs] = _mm_cvtss_f32(_mm_shuffle_ps(r, r, 3));
+        store_pair(acc[0][t], 0, nr, y + (size_t)t * ldy, rs);
+        store_pair(acc[1][t], 2, nr, y + (size_t)t * ldy, rs);
     }
 }
 
