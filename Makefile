@@ -101,9 +101,10 @@ demo: all
 
 # Benchmarks print numbers (docs/BENCHMARKS.md records them); nothing here passes or fails.
 # Side by side with llama.cpp: $(PY) bench/vs_llama.py, $(PY) bench/quantize_vs_llama.py.
-bench: all $(BENCHES)
+bench: all $(BENCHES) $(MODEL)
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 	$(BIN) bench kernels -t 1,2
+	$(BIN) bench roofline -m $(MODEL) -t 1,2
 
 # The quality grid: every quantization recipe of the default model, perplexity / KL divergence /
 # speed; rewrites the results part of docs/QUALITY.md (about 40 minutes on 2 cores).
