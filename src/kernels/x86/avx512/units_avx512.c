@@ -166,54 +166,60 @@ static inline __m256 scale2(uint8_t e0, uint8_t e1) {
                                 _mm_broadcast_ss(&nb_e8m0_half_table[e1]), 1);
 }
 
-#define BLOCKS(T) const T *b0 = (const T *)p[0] + u, *b1 = (const T *)p[1] + u, *b2 = (const T *)p[2] + u, \
-                          *b3 = (const T *)p[3] + u
-
-static inline quad dec_mxfp4(const uint8_t *const p[4], int64_t u) {
-    BLOCKS(nb_block_mxfp4);
-    quad q;
-    fp4_codes(&q, 0, rows2(b0->qs, b1->qs));
-    fp4_codes(&q, 1, rows2(b2->qs, b3->qs));
-    q.s[0] = scale2(b0->e, b1->e);
-    q.s[1] = scale2(b2->e, b3->e);
-    return q;
+/* Block k of the 4 rows into q[0] (an MXFP4 block is one unit). */
+static inline void dec_mxfp4(const uint8_t *const p[4], int64_t k, quad *q) {
+    const nb_block_mxfp4 *b0 = (const nb_block_mxfp4 *)p[0] + k, *b1 = (const nb_block_mxfp4 *)p[1] + k,
+                         *b2 = (const nb_block_mxfp4 *)p[2] + k, *b3 = (const nb_block_mxfp4 *)p[3] + k;
+    fp4_codes(q, 0, rows2(b0->qs, b1->qs));
+    fp4_codes(q, 1, rows2(b2->qs, b3->qs));
+    q->s[0] = scale2(b0->e, b1->e);
+    q->s[1] = scale2(b2->e, b3->e);
 }
 
-/* ggml's halved UE4M3 decode of 8 scale codes (= nb_ue4m3_to_fp32_half, bit for bit). The code's
- * low 7 bits placed at fp16 bit 7 are the same number with an exponent bias of 15 instead of 7,
- * subnormals included, so vcvtph2ps times 2^8 decodes it and 2^7 halves it; bit 7 is ignored
- * and the code 0x7F gives 0. */
-static inline __m256 ue4m3_half8(__m128i bytes) {
-    const __m128i c = _mm_cvtepu8_epi16(bytes);
-    const __m128i h = _mm_slli_epi16(_mm_and_si128(c, _mm_set1_epi16(0x7F)), 7);
-    const __m128i keep = _mm_andnot_si128(_mm_cmpeq_epi16(c, _mm_set1_epi16(0x7F)), h);
-    return _mm256_mul_ps(_mm256_cvtph_ps(keep), _mm256_set1_ps(128.0f));
+/* ggml's halved UE4M3 decode (= nb_ue4m3_to_fp32_half, bit for bit) of the 16 scale codes of a
+ * block's 4 rows, as the 4 (unit, row pair) scale vectors that dec_nvfp4 needs. The code's low 7
+ * bits placed at fp16 bit 7 are the same number with an exponent bias of 15 instead of 7,
+ * subnormals included, so vcvtph2ps times 2^8 decodes it and 2^7 halves it; bit 7 is ignored and
+ * the code 0x7F gives 0. Each code is doubled over its two lanes as fp16, before the conversion,
+ * where permuting the converted floats took 4 vpermps. */
+static inline __attribute__((always_inline)) void ue4m3_scales(const nb_block_nvfp4 *const b[4], quad *q) {
+    uint32_t d[4];
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) memcpy(&d[i], b[i]->d, 4);
+    /* Code pairs (d2h, d2h+1) of rows 0, 1, 0, 1, 2, 3, 2, 3 for h = 0, 0, 1, 1, 0, 0, 1, 1 */
+    const __m128i c8 = _mm_unpacklo_epi16(_mm_insert_epi32(_mm_cvtsi32_si128((int)d[0]), (int)d[2], 1),
+                                          _mm_insert_epi32(_mm_cvtsi32_si128((int)d[1]), (int)d[3], 1));
+    const __m256i c = _mm256_cvtepu8_epi16(c8);
+    const __m256i h = _mm256_slli_epi16(_mm256_and_si256(c, _mm256_set1_epi16(0x7F)), 7);
+    const __m256i keep = _mm256_andnot_si256(_mm256_cmpeq_epi16(c, _mm256_set1_epi16(0x7F)), h);
+    #pragma GCC unroll 2
+    for (int u = 0; u < 2; u++) {
+        /* unit u of row pairs 0 and 1, each code twice */
+        const __m256i dup = u ? _mm256_unpackhi_epi16(keep, keep) : _mm256_unpacklo_epi16(keep, keep);
+        const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(dup), _mm512_set1_ps(128.0f));
+        q[u].s[0] = _mm512_castps512_ps256(s);
+        q[u].s[1] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1));
+    }
 }
 
-/* NVFP4 unit u = half h of block u/2: sub-blocks 2h and 2h+1, bytes 16h..16h+15 (sub-block s in
- * bytes 8s..8s+7, low nibbles its elements 0..7, high nibbles 8..15). Low nibbles of the 16 bytes
- * are the unit's elements 0-7,16-23, high nibbles 8-15,24-31: NB_ACT_Q8_0X_NV's order. Each row's
- * lanes are then groups 0,1,4,5 (lo) or 2,3,6,7 (hi), scales [d2h, d2h, d2h+1, d2h+1] in both. */
-static inline quad dec_nvfp4(const uint8_t *const p[4], int64_t u) {
-    const int64_t bi = u / 2;
-    const int h = (int)(u & 1);
-    const nb_block_nvfp4 *b0 = (const nb_block_nvfp4 *)p[0] + bi, *b1 = (const nb_block_nvfp4 *)p[1] + bi,
-                         *b2 = (const nb_block_nvfp4 *)p[2] + bi, *b3 = (const nb_block_nvfp4 *)p[3] + bi;
-    quad q;
-    fp4_codes(&q, 0, rows2(b0->qs + 16 * h, b1->qs + 16 * h));
-    fp4_codes(&q, 1, rows2(b2->qs + 16 * h, b3->qs + 16 * h));
-    uint16_t d[4];
-    memcpy(&d[0], b0->d + 2 * h, 2);
-    memcpy(&d[1], b1->d + 2 * h, 2);
-    memcpy(&d[2], b2->d + 2 * h, 2);
-    memcpy(&d[3], b3->d + 2 * h, 2);
-    const __m256 s8 = ue4m3_half8(_mm_loadl_epi64((const __m128i *)d)); /* row i: 2i, 2i+1 */
-    q.s[0] = _mm256_permutexvar_ps(_mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), s8);
-    q.s[1] = _mm256_permutexvar_ps(_mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7), s8);
-    return q;
+/* NVFP4 block k = units 2k and 2k+1 (q[0], q[1]): unit h is sub-blocks 2h and 2h+1, bytes
+ * 16h..16h+15 (sub-block s in bytes 8s..8s+7, low nibbles its elements 0..7, high nibbles 8..15).
+ * Low nibbles of the 16 bytes are the unit's elements 0-7,16-23, high nibbles 8-15,24-31:
+ * NB_ACT_Q8_0X_NV's order. Each row's lanes are then groups 0,1,4,5 (lo) or 2,3,6,7 (hi), scales
+ * [d2h, d2h, d2h+1, d2h+1] in both. Whole blocks, because the 4 rows' 16 scale codes are then one
+ * decode, where a unit at a time took two of half the width. */
+static inline __attribute__((always_inline)) void dec_nvfp4(const uint8_t *const p[4], int64_t k, quad *q) {
+    const nb_block_nvfp4 *const b[4] = {(const nb_block_nvfp4 *)p[0] + k, (const nb_block_nvfp4 *)p[1] + k,
+                                        (const nb_block_nvfp4 *)p[2] + k, (const nb_block_nvfp4 *)p[3] + k};
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        fp4_codes(&q[h], 0, rows2(b[0]->qs + 16 * h, b[1]->qs + 16 * h));
+        fp4_codes(&q[h], 1, rows2(b[2]->qs + 16 * h, b[3]->qs + 16 * h));
+    }
+    ue4m3_scales(b, q);
 }
 
-typedef quad (*dec_fn)(const uint8_t *const p[4], int64_t u);
+typedef void (*dec_fn)(const uint8_t *const p[4], int64_t k, quad *q);
 
 /* The 4-lane sums of a pair's two rows (each row's a0..a3 to (a0+a2) + (a1+a3)), stored to rows
  * r and r + 1 where valid. */
@@ -224,9 +230,9 @@ static inline void store_pair(__m256 acc, int r, int nr, float *y, size_t rs) {
     if (r + 1 < nr) y[(size_t)(r + 1) * rs] = _mm_cvtss_f32(_mm256_extractf128_ps(sums, 1));
 }
 
-/* nr valid rows (of RT) by T tokens: both halves into the FP4 lanes, one integer sum, one
- * conversion and one fma per unit, row pair and token. */
-static inline __attribute__((always_inline)) void tile_fp4(dec_fn dec, int ub, int nr, int T, int64_t nu,
+/* nr valid rows (of RT) by T tokens, a block of upb units per step: both halves into the FP4
+ * lanes, one integer sum, one conversion and one fma per unit, row pair and token. */
+static inline __attribute__((always_inline)) void tile_fp4(dec_fn dec, int ub, int upb, int nr, int T, int64_t nu,
                                                            const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
                                                            size_t as, float *y, size_t ldy) {
     const uint8_t *p[RT];
@@ -235,22 +241,25 @@ static inline __attribute__((always_inline)) void tile_fp4(dec_fn dec, int ub, i
     __m256 acc[2][TMAX];
     #pragma GCC unroll 8
     for (int t = 0; t < T; t++) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
-    for (int64_t u = 0; u < nu; u++) {
-        if ((u & (PF_EVERY(ub) - 1)) == 0) /* about once per cache line of each row */
+    for (int64_t u0 = 0; u0 < nu; u0 += upb) {
+        if ((u0 & (PF_EVERY(ub) - 1)) == 0) /* about once per cache line of each row */
             #pragma GCC unroll 8
-            for (int i = 0; i < RT; i++) _mm_prefetch((const char *)p[i] + u * ub + pf, _MM_HINT_T0);
-        const quad q = dec(p, u);
+            for (int i = 0; i < RT; i++) _mm_prefetch((const char *)p[i] + u0 * ub + pf, _MM_HINT_T0);
+        quad q[2];
+        dec(p, u0 / upb, q);
+        #pragma GCC unroll 2
+        for (int k = 0; k < upb; k++)
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
+            const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u0 + k;
             const __m256i alo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->qs));
             const __m256i ahi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
             const __m256i nlo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->nc));
             const __m256 da = _mm256_set1_ps(ab->d);
             #pragma GCC unroll 2
             for (int j = 0; j < 2; j++) {
-                const __m256i ip = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(nlo, q.lo[j], alo), q.hi[j], ahi);
-                acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(q.s[j], da), _mm256_cvtepi32_ps(ip), acc[j][t]);
+                const __m256i ip = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(nlo, q[k].lo[j], alo), q[k].hi[j], ahi);
+                acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(q[k].s[j], da), _mm256_cvtepi32_ps(ip), acc[j][t]);
             }
         }
     }
@@ -284,8 +293,8 @@ static inline __attribute__((always_inline)) void tile_fp4(dec_fn dec, int ub, i
 KERNEL(q4_0, units, (row_q4_0, 18, 4))
 KERNEL(q5_0, units, (row_q5_0, 22, 0))
 KERNEL(q8_0, units, (row_q8_0, 34, 0))
-KERNEL(mxfp4, fp4, (dec_mxfp4, 17))
-KERNEL(nvfp4, fp4, (dec_nvfp4, 18))
+KERNEL(mxfp4, fp4, (dec_mxfp4, 17, 1))
+KERNEL(nvfp4, fp4, (dec_nvfp4, 18, 2))
 
 #define Q8(t, s, act) [NB_TYPE_##t] = {act, mm_##s, NULL, "avx512 " #s " x q8_0", NULL, RT}
 
