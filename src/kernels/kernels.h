@@ -18,11 +18,19 @@
  *    4k..4k+3), NVFP4 lanes 0-3 = groups (0,2), (1,3), (4,6), (5,7) (the nibbles of each 8-byte
  *    sub-block; lanes 0-1 take the first 16-element scale, 2-3 the second). Half the float work
  *    of 8 lanes, which is what bounds these kernels; the result is nb_lane_sum4(acc).
- *  - K-quants against Q8_K: per 256-block, lane k gets the exact integer
- *    sum over 32-element groups g of scale(e)*w*a over the elements e = 32g+4k..32g+4k+3,
- *    then acc[k] = fma(d*da, (float)isum[k], acc[k]); Q4_K/Q5_K also keep a scalar
- *    macc = fma(dmin*da, (float)msum, macc), msum = sum_j m_j*(bsums[2j]+bsums[2j+1]).
- *  - The result is nb_lane_sum(acc) (- macc): the fixed tree the AVX2 horizontal sum uses.
+ *  - K-quants against Q8_K, per 256-block (llama.cpp's x86 orders, see below):
+ *    Q5_K: lane k gets the exact integer sum over 32-element groups g of sc(e)*q*a over the
+ *    elements e = 32g+4k..32g+4k+3, then acc[k] = fma(d*da, (float)isum[k], acc[k]).
+ *    Q6_K: the same with the unsigned codes q (0..63), less the offset's share 32*sc*a taken by
+ *    32-element group instead: lane k also gets -32 * sum of sc(e)*a over e = 32k..32k+31.
+ *    Q4_K: one lane, the block's whole integer sum: acc = fma(d*da, (float)isum, acc).
+ *    Q4_K/Q5_K also keep a scalar macc = fma(dmin*da, (float)msum, macc),
+ *    msum = sum_j m_j*(bsums[2j]+bsums[2j+1]).
+ *  - The result is nb_lane_sum(acc) (Q4_K: acc) (- macc): the fixed tree the AVX2 horizontal
+ *    sum uses.
+ *  These are the orders of the llama.cpp build the parity tests compare with (AVX2): its
+ *  vec_dot for Q4_0/Q5_0/Q8_0/Q5_K/Q6_K and, for Q4_K, the GEMV of the 8-row interleaved copy it
+ *  makes of every Q4_K matrix ("repack"), so that single-token products match it bit for bit.
  *  Integer sums are exact in any order, fma is correctly rounded, so any ISA that follows these
  *  steps reproduces the reference exactly. Float routes (f32 activations) only promise a
  *  tolerance (docs/KERNELS.md).

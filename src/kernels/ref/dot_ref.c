@@ -152,13 +152,13 @@ static float dot_k_affine(int64_t n, const void *w, const void *a, int five) {
         }
         kq_scales(scales, sc, m);
         int isum[8] = {0}, msum = 0;
-        for (int e = 0; e < NB_QK_K; e++) isum[(e % 32) / 4] += sc[e / 32] * q[e] * ab[i].qs[e];
+        for (int e = 0; e < NB_QK_K; e++) isum[five ? (e % 32) / 4 : 0] += sc[e / 32] * q[e] * ab[i].qs[e];
         for (int j = 0; j < 8; j++) msum += m[j] * (ab[i].bsums[2 * j] + ab[i].bsums[2 * j + 1]);
         float da = ab[i].d;
         for (int k = 0; k < 8; k++) acc[k] = fmaf(d * da, (float)isum[k], acc[k]);
         macc = fmaf(dmin * da, (float)msum, macc);
     }
-    return nb_lane_sum(acc) - macc;
+    return (five ? nb_lane_sum(acc) : acc[0]) - macc;
 }
 
 float nb_vec_dot_q4_k_q8_k_ref(int64_t n, const void *w, const void *a) { return dot_k_affine(n, w, a, 0); }
@@ -182,7 +182,8 @@ float nb_vec_dot_q6_k_q8_k_ref(int64_t n, const void *w, const void *a) {
             }
         }
         int isum[8] = {0};
-        for (int e = 0; e < NB_QK_K; e++) isum[(e % 32) / 4] += b->scales[e / 16] * q[e] * ab[i].qs[e];
+        for (int e = 0; e < NB_QK_K; e++) isum[(e % 32) / 4] += b->scales[e / 16] * (q[e] + 32) * ab[i].qs[e];
+        for (int e = 0; e < NB_QK_K; e++) isum[e / 32] -= 32 * b->scales[e / 16] * ab[i].qs[e];
         float d = nb_fp16_to_fp32(b->d) * ab[i].d;
         for (int k = 0; k < 8; k++) acc[k] = fmaf(d, (float)isum[k], acc[k]);
     }

@@ -16,6 +16,13 @@ static inline float nb_avx2_lane_sum(__m256 v) {
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
 }
 
+/* The exact sum of the 8 dwords of v (an integer sum: any order gives the same value). */
+static inline int32_t nb_avx2_hsum_epi32(__m256i v) {
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
+    return _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 1)));
+}
+
 /* The tile kernels of each file, for the table in table_avx2.c. */
 void nb_mm_q4_0_q8_0_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q5_0_q8_0_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);

@@ -12,14 +12,16 @@
  *
  * Q4_K: codes 0..15 are unsigned, so vpmaddubsw takes them directly against the signed Q8_K
  * bytes (pair sums <= 2*15*127); multiplying the pairs with the sub-block's 6-bit scale and
- * summing them two by two gives lane k the scaled sum of elements 4k..4k+3 of each 32-element
- * group, as the lane contract in kernels.h requires. The minimum never touches the elements:
+ * summing them two by two gives 8 lanes of scaled sums, which the contract (kernels.h) sums to
+ * one integer per block (one fma per block and row). The minimum never touches the elements:
  * sum_i m_j*a_i over a sub-block is m_j times the activation block's precomputed bsums, one
  * scalar per block and row (the minus of d*sc*q - dmin*m applied once at the end).
- * Q5_K: Q4_K with a fifth bit per code from qh, or'ed in at bit 4 (codes 0..31).
- * Q6_K: codes 0..63 (six bits, unsigned), so q*a - 32*a is formed in int16 with two vpmaddubsw
- * (pair sums <= 2*63*127 and 2*32*127) before the multiply with the int8 scales of each 16
- * elements.
+ * Q5_K: Q4_K with a fifth bit per code from qh, or'ed in at bit 4 (codes 0..31), but 8 lanes:
+ * lane k the scaled sum of elements 4k..4k+3 of each 32-element group.
+ * Q6_K: codes 0..63 (six bits, unsigned) meet the activations directly (pair sums <= 2*63*127);
+ * the offset's -32*sc*a comes from the bsums: lane k takes -32 * (sc_2k*bsum_2k +
+ * sc_2k+1*bsum_2k+1), the 32 elements 32k..32k+31 (kernels.h), one vpmaddwd and a shift per
+ * block and token.
  */
 #ifndef NB_KERNELS_X86_KQUANTS_H
 #define NB_KERNELS_X86_KQUANTS_H
@@ -63,12 +65,12 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int R, in
         return;
     }
 #endif
-    __m256 acc[RMAX][TMAX];
-    float macc[RMAX][TMAX];
+    __m256 acc[RMAX][TMAX]; /* Q5_K's 8 lanes */
+    float acc1[RMAX][TMAX], macc[RMAX][TMAX]; /* Q4_K's one lane; the minimum's chain */
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps(), macc[r][t] = 0;
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps(), acc1[r][t] = macc[r][t] = 0;
     const __m256i m4 = _mm256_set1_epi8(15);
     for (int64_t i = 0; i < nb; i++) {
         const nb_block_q8_k *ab[TMAX];
@@ -110,11 +112,11 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int R, in
             const __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m0 m0 m1 m1 ... */
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
-                __m256i ms = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), mdup);
-                __m128i h = _mm_add_epi32(_mm256_castsi256_si128(ms), _mm256_extracti128_si256(ms, 1));
-                h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
-                int msum = _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 1)));
-                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab[t]->d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
+                int msum = nb_avx2_hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), mdup));
+                if (five)
+                    acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab[t]->d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
+                else
+                    acc1[r][t] = __builtin_fmaf(d * ab[t]->d, (float)nb_avx2_hsum_epi32(isum[t]), acc1[r][t]);
                 macc[r][t] = __builtin_fmaf(dmin * ab[t]->d, (float)msum, macc[r][t]);
             }
         }
@@ -122,7 +124,8 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int R, in
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nb_avx2_lane_sum(acc[r][t]) - macc[r][t];
+        for (int t = 0; t < T; t++)
+            y[(size_t)t * ldy + (size_t)r * rs] = (five ? nb_avx2_lane_sum(acc[r][t]) : acc1[r][t]) - macc[r][t];
 }
 
 static inline __attribute__((always_inline)) void tile_q6_k(int R, int T, int64_t nb, const uint8_t *w, size_t ws,
@@ -139,7 +142,7 @@ static inline __attribute__((always_inline)) void tile_q6_k(int R, int T, int64_
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
     for (int64_t i = 0; i < nb; i++) {
         const nb_block_q8_k *ab[TMAX];
         #pragma GCC unroll 8
@@ -148,9 +151,13 @@ static inline __attribute__((always_inline)) void tile_q6_k(int R, int T, int64_
         for (int r = 0; r < R; r++) {
             const nb_block_q6_k *b = (const nb_block_q6_k *)(w + (size_t)r * rs * ws) + i;
             for (int l = 0; l < 4; l++) _mm_prefetch((const char *)b + NB_PREFETCH_BYTES + 64 * l, _MM_HINT_T0);
+            /* the sums start at the offset's share: lane k = -32 * (sc_2k*bsum_2k + sc_2k+1*bsum_2k+1) */
+            const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
             __m256i isum[TMAX];
             #pragma GCC unroll 8
-            for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
+            for (int t = 0; t < T; t++)
+                isum[t] = _mm256_slli_epi32(
+                    _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), _mm256_sub_epi16(_mm256_setzero_si256(), sc16)), 5);
             #pragma GCC unroll 8
             for (int h = 0; h < 2; h++) {
                 __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
@@ -172,8 +179,7 @@ static inline __attribute__((always_inline)) void tile_q6_k(int R, int T, int64_
                     #pragma GCC unroll 8
                     for (int t = 0; t < T; t++) {
                         __m256i av = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 128 * h + 32 * g));
-                        __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[g], av), _mm256_maddubs_epi16(k32, av));
-                        isum[t] = kq_dot16(isum[t], p, sv);
+                        isum[t] = kq_dot16(isum[t], _mm256_maddubs_epi16(q[g], av), sv);
                     }
                 }
             }

@@ -10,11 +10,13 @@
  * is not the product (scale and minimum unpacking in general registers, a vpshufb per group to
  * broadcast its scale, the minimum's horizontal sum, two fp16 conversions per row). Here:
  *  - Two groups share one vpdpwssd: vpdpbusd gives each group's unscaled lane sums (Q4_K:
- *    |.| <= 4*15*127; Q6_K: (q - 32)*a, |.| <= 4*32*127, the offset's -32*a coming from the
- *    accumulator's start, computed once per block for the 4 rows), which fit words, so the two
- *    are packed as the low and high word of each dword, and one vpdpwssd against the dword of
- *    their two scales scales both and adds them. Per 64 elements and row: 2 vpdpbusd, a shift, a
- *    vpternlogd and 1 vpdpwssd instead of 2 vpmaddubsw, 2 vpdpwssd and 2 vpshufb.
+ *    |.| <= 4*15*127; Q6_K: the unsigned codes, |.| <= 4*63*127, the offset's share starting the
+ *    row's sums), which fit words, so the two are packed as the low and high word of each dword,
+ *    and one vpdpwssd against the dword of their two scales scales both and adds them. Per 64
+ *    elements and row: 2 vpdpbusd, a shift, a vpternlogd and 1 vpdpwssd instead of 2 vpmaddubsw,
+ *    2 vpdpwssd and 2 vpshufb.
+ *  - Q4_K's one lane per row (kernels.h): the 4 rows' 8 integer lanes are summed together by
+ *    three vphaddd and one add, then one conversion and fma serve the 4 rows.
  *  - Q4_K: the 4 rows' packed scales and minimums are unpacked together in one 512-bit register
  *    (row r in 128-bit lane r) a block ahead, and the scale-word pairs stored, so that each
  *    vpdpwssd takes its scale dword as a broadcast load instead of a shuffle (stored and loaded
@@ -53,10 +55,7 @@ static inline __attribute__((always_inline)) void kq_gemv_q4_k(int nr, int64_t n
                                                                size_t rs, const uint8_t *a, float *y) {
     const uint8_t *p[GR];
     nb_avx512_tile_rows(p, w, ws, rs, nr);
-    __m256 acc[GR];
-    #pragma GCC unroll 8
-    for (int r = 0; r < GR; r++) acc[r] = _mm256_setzero_ps();
-    __m128 macc = _mm_setzero_ps(); /* lane r: row r's minimum chain */
+    __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps(); /* lane r: row r's chains */
     const __m256i m4 = _mm256_set1_epi8(15);
     __m512i sm_next = q4_k_scales4(p, 0);
     /* a block's scales as words, row r's scales 2c and 2c+1 in dword 4r + c; two halves so that
@@ -94,8 +93,9 @@ static inline __attribute__((always_inline)) void kq_gemv_q4_k(int nr, int64_t n
         ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, (_MM_PERM_ENUM)_MM_SHUFFLE(1, 0, 3, 2)));
         ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, (_MM_PERM_ENUM)_MM_SHUFFLE(2, 3, 0, 1)));
         const __m128i msum = _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), ms));
-        const __m128 dmin = _mm256_castps256_ps128(_mm256_permutexvar_ps(_mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7), dm));
-        macc = _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(msum), macc);
+        const __m256 dd4 = _mm256_permutexvar_ps(_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7), dm); /* d x 4, dmin x 4 */
+        macc = _mm_fmadd_ps(_mm256_extractf128_ps(dd4, 1), _mm_cvtepi32_ps(msum), macc);
+        __m256i isum[GR];
         #pragma GCC unroll 8
         for (int r = 0; r < GR; r++) {
             __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256(); /* two chains: half the latency */
@@ -117,14 +117,17 @@ static inline __attribute__((always_inline)) void kq_gemv_q4_k(int nr, int64_t n
                 else
                     i0 = _mm256_dpwssd_epi32(i0, pair, sp);
             }
-            const __m256 dr = _mm256_permutexvar_ps(_mm256_set1_epi32(2 * r), dm);
-            acc[r] = _mm256_fmadd_ps(dr, _mm256_cvtepi32_ps(_mm256_add_epi32(i0, i1)), acc[r]);
+            isum[r] = _mm256_add_epi32(i0, i1);
         }
+        /* row r's block sum in dword r: each 128-bit half of the vphaddd tree holds its half's sums */
+        const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(isum[0], isum[1]), _mm256_hadd_epi32(isum[2], isum[3]));
+        const __m128i tot = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        acc = _mm_fmadd_ps(_mm256_castps256_ps128(dd4), _mm_cvtepi32_ps(tot), acc);
     }
-    float mv[GR];
-    _mm_storeu_ps(mv, macc);
+    float v[GR];
+    _mm_storeu_ps(v, _mm_sub_ps(acc, macc));
     #pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) y[(size_t)r * rs] = nb_avx2_lane_sum(acc[r]) - mv[r];
+    for (int r = 0; r < nr; r++) y[(size_t)r * rs] = v[r];
 }
 
 static inline __attribute__((always_inline)) void kq_gemv_q6_k(int nr, int64_t nb, const uint8_t *w, size_t ws,
@@ -134,7 +137,7 @@ static inline __attribute__((always_inline)) void kq_gemv_q6_k(int nr, int64_t n
     __m256 acc[GR];
     #pragma GCC unroll 8
     for (int r = 0; r < GR; r++) acc[r] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
     /* a row's 16 int8 scales, even ones first: sign-extended, lane 0 holds the first scale of each
      * 32-element group and lane 1 the second, as the group's elements lie in a register */
     const __m128i evens = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
@@ -149,18 +152,15 @@ static inline __attribute__((always_inline)) void kq_gemv_q6_k(int nr, int64_t n
             d4 |= (uint64_t)b[r]->d << 16 * r;
         }
         const __m128 ds = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128((long long)d4)), _mm_set1_ps(ab->d));
-        /* -32 * (sum of each 4 activation codes) per group: the code offset's share of each lane,
-         * the same for every row, and the start of the row's sums */
-        __m256i nc[8];
-        #pragma GCC unroll 8
-        for (int g = 0; g < 8; g++)
-            nc[g] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                     _mm256_dpbusd_epi32(_mm256_setzero_si256(), k32, _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * g))));
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)ab->bsums);
         #pragma GCC unroll 8
         for (int r = 0; r < GR; r++) {
+            const __m128i sc = _mm_loadu_si128((const __m128i *)b[r]->scales);
             /* dword m of lane 0: the first scales of groups 2m and 2m+1, of lane 1 their second ones */
-            const __m256i s16 = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)b[r]->scales), evens));
-            __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256(); /* two chains: half the latency */
+            const __m256i s16 = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, evens));
+            /* the code offset's share starts the sums: lane k = -32 * (sc_2k*bsum_2k + sc_2k+1*bsum_2k+1) */
+            __m256i i0 = _mm256_slli_epi32(_mm256_madd_epi16(bsums, _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_cvtepi8_epi16(sc))), 5);
+            __m256i i1 = _mm256_setzero_si256(); /* two chains: half the latency */
             #pragma GCC unroll 8
             for (int h = 0; h < 2; h++) {
                 const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b[r]->ql + 64 * h));
@@ -176,11 +176,12 @@ static inline __attribute__((always_inline)) void kq_gemv_q6_k(int nr, int64_t n
                 #pragma GCC unroll 8
                 for (int g = 0; g < 4; g += 2) {
                     const int G = 4 * h + g;
-                    /* lane k of groups G and G+1 unscaled, (q - 32) * a (|.| <= 4*32*127, so words),
+                    /* lane k of groups G and G+1 unscaled, q * a (|.| <= 4*63*127, so words),
                      * packed as the low and high word of one dword for one vpdpwssd against the
                      * dword of their scales */
-                    const __m256i lo = _mm256_dpbusd_epi32(nc[G], q[g], _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * G)));
-                    const __m256i hi = _mm256_dpbusd_epi32(nc[G + 1], q[g + 1], _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * G + 32)));
+                    const __m256i z = _mm256_setzero_si256();
+                    const __m256i lo = _mm256_dpbusd_epi32(z, q[g], _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * G)));
+                    const __m256i hi = _mm256_dpbusd_epi32(z, q[g + 1], _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * G + 32)));
                     const __m256i pair = _mm256_ternarylogic_epi32(lo, _mm256_set1_epi32(0xffff), _mm256_slli_epi32(hi, 16), 0xEA);
                     const __m256i sp = _mm256_shuffle_epi32(s16, (_MM_PERM_ENUM)((G / 2) * 0x55));
                     if (h)
