@@ -28,6 +28,7 @@ static void overlay(nb_kernel *dst, const nb_kernel *src) {
         dst->mm_f32 = src->mm_f32;
         dst->name_f32 = src->name_f32;
     }
+    if (src->mm_vec) dst->mm_vec = src->mm_vec;
 }
 
 static void fill_tables(void) {
@@ -62,6 +63,9 @@ const nb_act_set *nb_act_get(nb_isa isa) {
 
 void nb_round_fp16(float *x, int64_t n) { nb_act_get(nb_isa_active())->round_f16(x, n); }
 void nb_to_fp16(const float *x, uint16_t *h, int64_t n) { nb_act_get(nb_isa_active())->to_f16(x, h, n); }
+double nb_softmax_exp(const float *x, float *y, int64_t n, float max) {
+    return nb_act_get(nb_isa_active())->softmax_exp(x, y, n, max);
+}
 
 const char *nb_matmul_kernel_name(int wtype, nb_route route) {
     const nb_kernel *k = nb_kernel_get(nb_isa_active(), wtype);

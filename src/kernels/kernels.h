@@ -55,7 +55,16 @@ typedef struct nb_kernel {
     const char *name;       /* "avx2 q8_0 x q8_0" */
     const char *name_f32;   /* "avx2 q8_0 x f32" */
     int rows_per_tile;      /* preferred row multiple when splitting work */
+    nb_mm_fn mm_vec;        /* F16 only: NB_ROUTE_VEC */
 } nb_kernel;
+
+/* Internal route of F16 weights (nb_matmul_isa): f32 activations holding fp16 values, each output
+ * summed in the order of llama.cpp's single-row ggml_vec_dot_f16 on x86 (AVX2): element i into
+ * lane i % 8 of accumulator (i % 32) / 8, fma in element order; then accumulators (0+2) + (1+3),
+ * lanes m + (m+4), and ((0+1) + (2+3)); elements beyond the last multiple of 32 added in double.
+ * llama.cpp takes this order when it multiplies one token by the F16 KV cache (decode attention);
+ * nb_vec_dot_f16_vec_ref is its definition. */
+#define NB_ROUTE_VEC ((nb_route)2)
 
 /* Kernel of a weight type for an ISA (falls back to the best lower ISA that has one), or NULL
  * when the type has no kernel. */
@@ -82,6 +91,7 @@ typedef struct nb_act_set {
     nb_act_fn q8_0, q8_k, q8_0x;
     void (*round_f16)(float *x, int64_t n); /* each value to the nearest fp16 (RNE), in place */
     void (*to_f16)(const float *x, uint16_t *h, int64_t n); /* the same fp16 values' bits */
+    double (*softmax_exp)(const float *x, float *y, int64_t n, float max); /* nb_softmax_exp */
     const char *name;
 } nb_act_set;
 extern const nb_act_set nb_act_ref, nb_act_avx2;
@@ -107,6 +117,13 @@ typedef struct {
 void nb_round_fp16(float *x, int64_t n);
 /* n floats to their nearest fp16 (RNE) bits with the active set (= nb_fp32_to_fp16 each). */
 void nb_to_fp16(const float *x, uint16_t *h, int64_t n);
+/* Softmax's exponentials as llama.cpp's x86 build takes them: y[i] = e^(x[i] - max) by ggml's
+ * AVX2 polynomial (ggml_v_expf: 2^n by exponent bits, a degree-5 polynomial on the remainder,
+ * not libm's expf), x[i] = -inf giving 0; returns their sum taken as ggml_vec_soft_max_f32 does:
+ * each 8 in the nb_lane_sum tree, those sums added in double. Elements beyond n count as 0 (a
+ * chunk of 8 that n cuts), so a caller whose rows start at a multiple of 8 of llama.cpp's cache
+ * cells gets its sums. Every set gives the same bits (tested). */
+double nb_softmax_exp(const float *x, float *y, int64_t n, float max);
 /* The set for a kernel set (AVX-512 uses AVX2's; lowered to what the CPU runs). */
 const nb_act_set *nb_act_get(nb_isa isa);
 /* Quantizes one activation row to act_type (Q8_0, Q8_K, NB_ACT_Q8_0X, _MX or _NV) with an ISA's set. */
@@ -154,6 +171,7 @@ float nb_vec_dot_q5_k_q8_k_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_q6_k_q8_k_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_f32_f32_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_f16_f32_ref(int64_t n, const void *w, const void *a);
+float nb_vec_dot_f16_vec_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_bf16_f32_ref(int64_t n, const void *w, const void *a);
 
 #endif

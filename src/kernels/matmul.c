@@ -104,7 +104,7 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
                         int64_t n_in, const float *x, int64_t n_tok, float *y, nb_route route) {
     const nb_kernel *k = nb_kernel_get(isa, wtype);
     if (!k) return nb_fail(NB_ERR_UNSUPPORTED, "nb_matmul: no kernel for weight type %d (%s)", wtype, nb_type_name(wtype));
-    if (route != NB_ROUTE_QUANT && route != NB_ROUTE_F32)
+    if (route != NB_ROUTE_QUANT && route != NB_ROUTE_F32 && !(route == NB_ROUTE_VEC && k->mm_vec))
         return nb_fail(NB_ERR_INVALID_ARG, "nb_matmul: route %d is not NB_ROUTE_QUANT or NB_ROUTE_F32", (int)route);
     if (n_out < 0 || n_tok < 0 || n_in <= 0)
         return nb_fail(NB_ERR_RANGE, "nb_matmul: n_out %lld, n_in %lld, n_tok %lld (need n_in > 0, others >= 0)",
@@ -132,8 +132,8 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
     }
 
     job j = {.k = k, .aq_set = nb_act_get(isa), .n_in = n_in, .n_out = n_out, .n_tok = n_tok, .x = x, .w = w, .w_row = (size_t)w_row, .y = y};
-    j.act_type = route == NB_ROUTE_F32 ? NB_TYPE_F32 : k->act_type;
-    j.mm = route == NB_ROUTE_F32 ? k->mm_f32 : k->mm;
+    j.act_type = route == NB_ROUTE_QUANT ? k->act_type : NB_TYPE_F32;
+    j.mm = route == NB_ROUTE_QUANT ? k->mm : route == NB_ROUTE_F32 ? k->mm_f32 : k->mm_vec;
     /* panels exist to reuse weights across token tiles; one token (GEMV) streams a thread's rows in
      * one piece, so that a kernel may spread its rows over distant parts of them */
     j.panel = n_tok == 1 ? n_out : (int64_t)(NB_PANEL_BYTES / j.w_row);

@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "base/error.h"
 #include "formats/codes.h"
@@ -37,23 +38,25 @@ static void rmsnorm(float *y, const float *x, const float *w, int n, float eps) 
 }
 
 /* NEOX rotation of one head: element i pairs with i + d/2. Angles as ggml builds its cache:
- * theta_i = pos * base^(-2i/d) by repeated multiplication in float. */
+ * theta_i = pos * base^(-2i/d) by repeated multiplication in float; each rotated value with the
+ * first product fused, as llama.cpp's x86 build compiles a*c - b*s (the queries' and keys' fp16
+ * rounding shows a one-ulp difference at a few positions in a hundred). */
 static void rope_neox(float *x, int d, int pos, float base) {
     const float step = powf(base, -2.0f / (float)d);
     float theta = (float)pos;
     for (int i = 0; i < d / 2; i++) {
         const float c = cosf(theta), s = sinf(theta);
         const float a = x[i], b = x[i + d / 2];
-        x[i] = a * c - b * s;
-        x[i + d / 2] = a * s + b * c;
+        x[i] = fmaf(a, c, -(b * s));
+        x[i + d / 2] = fmaf(a, s, b * c);
         theta *= step;
     }
 }
 
 /* ------------------------------------------------------------ context */
 
-/* Per-thread attention scratch: G score rows of n_ctx and G rounded queries. */
-#define ATT_SCRATCH(G, n_ctx, D) ((size_t)(G) * (size_t)(n_ctx) + (size_t)(G) * (size_t)(D))
+/* Per-thread attention scratch: G score rows of n_cells and G rounded queries. */
+#define ATT_SCRATCH(G, n_cells, D) ((size_t)(G) * (size_t)(n_cells) + (size_t)(G) * (size_t)(D))
 
 nb_ctx_params nb_ctx_default_params(void) {
     nb_ctx_params p = {.n_ctx = 4096, .n_batch = 512, .kv_f32 = 0, .n_threads = 0, .pool = NULL};
@@ -73,6 +76,7 @@ nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out)
     if (!c) return nb_fail(NB_ERR_NOMEM, "context: out of memory");
     c->m = m;
     c->n_ctx = d.n_ctx;
+    c->n_cells = (d.n_ctx + 31) & ~31;
     c->n_batch = d.n_batch;
     c->kv_type = d.kv_f32 ? NB_TYPE_F32 : NB_TYPE_F16;
     c->kv_row_bytes = (size_t)in->head_dim * (d.kv_f32 ? 4 : 2);
@@ -89,15 +93,17 @@ nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out)
     /* sizes: the model's hyperparameters are bounded at load, n_ctx and n_batch here */
     const size_t B = (size_t)d.n_batch, E = in->n_embd, D = in->head_dim, F = in->n_ff;
     const size_t Q = (size_t)in->n_head * D, KV = (size_t)in->n_head_kv * D, G = (size_t)(in->n_head / in->n_head_kv);
-    const size_t cache = (size_t)in->n_layer * in->n_head_kv * d.n_ctx * c->kv_row_bytes;
+    const size_t cache = (size_t)in->n_layer * in->n_head_kv * (size_t)c->n_cells * c->kv_row_bytes;
     const size_t floats[] = {B * E, B * E, B * Q, B * KV, B * KV, B * Q, B * E, B * F, B * F,
-                             (size_t)nb_pool_threads(c->pool) * ATT_SCRATCH(G, d.n_ctx, D)};
+                             (size_t)nb_pool_threads(c->pool) * ATT_SCRATCH(G, c->n_cells, D)};
     float **bufs[] = {&c->x, &c->h, &c->q, &c->k, &c->v, &c->att, &c->o, &c->g, &c->u, &c->scores};
     size_t arena = 0;
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) arena += (floats[i] * 4 + 63) & ~(size_t)63;
     c->arena_bytes = 2 * cache + arena;
-    uint8_t *mem = aligned_alloc(64, (c->arena_bytes + 63) & ~(size_t)63);
-    if (!mem) {
+    /* anonymous pages: zero until written (attention reads cells past the last position, weighted
+     * 0, so they must hold finite values) and resident only once touched */
+    uint8_t *mem = mmap(NULL, c->arena_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
         nb_ctx_free(c);
         return nb_fail(NB_ERR_NOMEM, "context: cannot allocate %zu bytes for n_ctx %d", c->arena_bytes, d.n_ctx);
     }
@@ -115,7 +121,7 @@ nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out)
 void nb_ctx_free(nb_ctx *c) {
     if (!c) return;
     if (c->own_pool) nb_pool_destroy(c->pool);
-    free(c->k_cache);
+    if (c->k_cache) munmap(c->k_cache, c->arena_bytes);
     free(c);
 }
 
@@ -139,12 +145,12 @@ typedef struct batch {
 } batch;
 
 /* The cache of layer il, kv head g. K is (position, head_dim): one head's keys form a matrix of
- * n_ctx rows that nb_matmul reads in place to score a query. V is stored transposed, (head_dim,
+ * n_cells rows that nb_matmul reads in place to score a query. V is stored transposed, (head_dim,
  * position), so that the weighted sum of values is also a matrix product: head_dim rows of
- * n_ctx positions, of which a query uses the window lo..pos (nb_matmul_strided). */
+ * n_cells positions, of which a query uses a window (nb_matmul_isa with a row stride). */
 static uint8_t *kv_head(const nb_ctx *c, uint8_t *cache, int il, int g) {
     const size_t heads = (size_t)c->m->info.n_head_kv;
-    return cache + ((size_t)il * heads + (size_t)g) * (size_t)c->n_ctx * c->kv_row_bytes;
+    return cache + ((size_t)il * heads + (size_t)g) * (size_t)c->n_cells * c->kv_row_bytes;
 }
 
 /* Per token: q/k head norms, RoPE, scale q; store k and v at the token's position. */
@@ -172,48 +178,53 @@ static void qk_prepare(void *arg, int64_t t0, int64_t t1) {
             uint8_t *vt = kv_head(c, c->v_cache, b->il, g);
             for (int d = 0; d < D; d++) {
                 const float x = v[g * D + d];
-                if (c->kv_type == NB_TYPE_F16) ((uint16_t *)vt)[(size_t)d * c->n_ctx + pos] = nb_fp32_to_fp16(x);
-                else ((float *)vt)[(size_t)d * c->n_ctx + pos] = x;
+                if (c->kv_type == NB_TYPE_F16) ((uint16_t *)vt)[(size_t)d * c->n_cells + pos] = nb_fp32_to_fp16(x);
+                else ((float *)vt)[(size_t)d * c->n_cells + pos] = x;
             }
         }
     }
 }
 
-/* Attention of token t's query heads of kv head g: scores = K[lo..pos] q (nb_matmul over the
- * cached keys, the G query heads as activation rows), softmax, out = V^T[.., lo..pos] p. With an
- * F16 cache the queries and the probabilities are rounded to fp16 first, as llama.cpp does when it
- * multiplies by F16 K and V (without that its logits and ours drift apart measurably:
- * docs/BENCHMARKS.md, parity). scratch: ATT_SCRATCH floats. */
+/* Attention of token t's query heads of kv head g: scores = K q (nb_matmul over the cached keys,
+ * the G query heads as activation rows), softmax, out = V^T p. With an F16 cache the queries and
+ * the probabilities are rounded to fp16 first, as llama.cpp does when it multiplies by F16 K and
+ * V. The sums follow llama.cpp's (x86 AVX2 build, docs/BENCHMARKS.md "parity"): its products and
+ * softmax run over whole chunks of its cache cells (8 and 32), masked cells weighing exactly 0,
+ * so the rows here are the cells lo32..hi32 around the visible window lo..pos, rounded out to
+ * multiples of 32, the others masked; its exponential (nb_softmax_exp); and, for a batch of one
+ * token, the F16 products in its single-row order (NB_ROUTE_VEC) where batches use 8 lanes.
+ * scratch: ATT_SCRATCH floats. */
 static void attend_one(nb_ctx *c, const batch *b, nb_pool *pool, int t, int g, float *scratch) {
     const nb_model_info *in = &c->m->info;
     const nb_layer *L = &c->m->layers[b->il];
     const int D = in->head_dim, HQ = in->n_head, G = HQ / in->n_head_kv, pos = b->pos0 + t;
     const size_t esz = c->kv_row_bytes / (size_t)D;
-    float *scores = scratch, *qr = scratch + (size_t)G * c->n_ctx;
+    float *scores = scratch, *qr = scratch + (size_t)G * c->n_cells;
     int lo = 0;
     if (L->sliding && pos - in->sliding_window + 1 > 0) lo = pos - in->sliding_window + 1;
-    const int nk = pos - lo + 1;
+    const int lo32 = lo & ~31, nk = ((pos + 32) & ~31) - lo32; /* pos < n_ctx <= n_cells */
     const float *q = c->q + ((size_t)t * HQ + (size_t)g * G) * D;
+    nb_route route = NB_ROUTE_QUANT;
     if (c->kv_type == NB_TYPE_F16) {
         memcpy(qr, q, sizeof(float) * (size_t)G * D);
         nb_round_fp16(qr, (int64_t)G * D);
         q = qr;
+        if (b->n == 1) route = NB_ROUTE_VEC;
     }
-    nb_matmul(pool, c->kv_type, kv_head(c, c->k_cache, b->il, g) + (size_t)lo * c->kv_row_bytes, nk, D, q, G, scores);
+    const nb_isa isa = nb_isa_active();
+    nb_matmul_isa(isa, pool, c->kv_type, kv_head(c, c->k_cache, b->il, g) + (size_t)lo32 * c->kv_row_bytes, 0, nk, D, q,
+                  G, scores, route);
     for (int r = 0; r < G; r++) {
         float *s = scores + (size_t)r * nk, mx = -INFINITY;
+        for (int j = 0; j < nk; j++)
+            if (j < lo - lo32 || j > pos - lo32) s[j] = -INFINITY;
         for (int j = 0; j < nk; j++) mx = s[j] > mx ? s[j] : mx;
-        double sum = 0;
-        for (int j = 0; j < nk; j++) {
-            s[j] = expf(s[j] - mx);
-            sum += s[j];
-        }
-        const float inv = (float)(1.0 / sum);
+        const float inv = (float)(1.0 / nb_softmax_exp(s, s, nk, mx));
         for (int j = 0; j < nk; j++) s[j] *= inv;
         if (c->kv_type == NB_TYPE_F16) nb_round_fp16(s, nk);
     }
-    nb_matmul_strided(pool, c->kv_type, kv_head(c, c->v_cache, b->il, g) + (size_t)lo * esz, (size_t)c->n_ctx * esz, D,
-                      nk, scores, G, c->att + ((size_t)t * HQ + (size_t)g * G) * D);
+    nb_matmul_isa(isa, pool, c->kv_type, kv_head(c, c->v_cache, b->il, g) + (size_t)lo32 * esz, (size_t)c->n_cells * esz,
+                  D, nk, scores, G, c->att + ((size_t)t * HQ + (size_t)g * G) * D, route);
 }
 
 /* Prefill: the work items (token, kv head) split evenly over the threads, chunk i on thread i with
@@ -225,7 +236,7 @@ static void attend_chunk(void *arg, int64_t i0, int64_t i1) {
     const int HK = in->n_head_kv;
     const int64_t T = nb_pool_threads(c->pool), W = (int64_t)b->n * HK;
     for (int64_t i = i0; i < i1; i++) {
-        float *scratch = c->scores + (size_t)i * ATT_SCRATCH(in->n_head / HK, c->n_ctx, in->head_dim);
+        float *scratch = c->scores + (size_t)i * ATT_SCRATCH(in->n_head / HK, c->n_cells, in->head_dim);
         for (int64_t w = i * W / T; w < (i + 1) * W / T; w++) attend_one(c, b, NULL, (int)(w / HK), (int)(w % HK), scratch);
     }
 }

@@ -55,10 +55,11 @@ struct nb_ctx {
     nb_pool *pool;
     int own_pool;
     int n_ctx, n_batch, kv_type; /* kv_type: NB_TYPE_F16 or NB_TYPE_F32 */
+    int n_cells;                 /* cache positions: n_ctx rounded up to 32 (attention reads whole 32s) */
     int pos;                     /* tokens already in the cache */
     size_t kv_row_bytes;         /* one cached head row: head_dim elements of kv_type */
-    uint8_t *k_cache;            /* (n_layer, n_head_kv, n_ctx, head_dim) */
-    uint8_t *v_cache;            /* (n_layer, n_head_kv, head_dim, n_ctx): transposed */
+    uint8_t *k_cache;            /* (n_layer, n_head_kv, n_cells, head_dim), zero until written */
+    uint8_t *v_cache;            /* (n_layer, n_head_kv, head_dim, n_cells): transposed */
     /* activation arena, (n_batch, width) each */
     float *x, *h, *q, *k, *v, *att, *o, *g, *u;
     float *scores;               /* (n_threads, ATT_SCRATCH): scores, rounded queries */

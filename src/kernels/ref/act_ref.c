@@ -54,4 +54,46 @@ static void to_f16_ref(const float *x, uint16_t *h, int64_t n) {
     for (int64_t i = 0; i < n; i++) h[i] = nb_fp32_to_fp16(x[i]);
 }
 
-const nb_act_set nb_act_ref = {nb_act_q8_0_ref, nb_q8_k_quantize_ref, act_q8_0x_ref, round_f16_ref, to_f16_ref, "ref"};
+static float f32_from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* e^x, one lane of ggml_v_expf: n = round(x*log2(e)) by the 1.5*2^23 shift, the remainder b = x -
+ * n*ln2 in two parts, e^b - 1 ~ j(b), and the result (1 + j)*2^n, the power built in the exponent
+ * bits; beyond |n| > 126 it is split in two factors so that it overflows or underflows as a
+ * product would (|n| > 192: +inf or 0 outright). */
+static float exp_ggml(float x) {
+    if (x == -INFINITY) return 0.0f;
+    const float r = 0x1.8p23f, z = fmaf(x, 0x1.715476p+0f, r), n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const uint32_t e = f32_bits(z) << 23;
+    const float k = f32_from_bits(e + f32_bits(1.0f)), u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+                         0x1.ffffecp-1f * b);
+    if (!(fabsf(n) > 126)) return fmaf(j, k, k);
+    const uint32_t g = n <= 0 ? 0x82000000u : 0;
+    const float s1 = f32_from_bits(g + 0x7f000000u), s2 = f32_from_bits(e - g);
+    if (fabsf(n) > 192) return s1 * s1;
+    return fmaf(s2, j, s2) * s1;
+}
+
+static double softmax_exp_ref(const float *x, float *y, int64_t n, float max) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; i += 8) {
+        float v[8] = {0};
+        for (int l = 0; l < 8 && i + l < n; l++) y[i + l] = v[l] = exp_ggml(x[i + l] - max);
+        sum += (double)nb_lane_sum(v);
+    }
+    return sum;
+}
+
+const nb_act_set nb_act_ref = {nb_act_q8_0_ref, nb_q8_k_quantize_ref, act_q8_0x_ref, round_f16_ref, to_f16_ref,
+                               softmax_exp_ref, "ref"};

@@ -207,6 +207,20 @@ float nb_vec_dot_f16_f32_ref(int64_t n, const void *w, const void *a) {
     return s;
 }
 
+float nb_vec_dot_f16_vec_ref(int64_t n, const void *w, const void *a) {
+    const uint16_t *x = w;
+    const float *y = a;
+    float acc[4][8] = {{0}};
+    const int64_t np = n & ~(int64_t)31;
+    for (int64_t i = 0; i < np; i++) acc[(i % 32) / 8][i % 8] = fmaf(nb_fp16_to_fp32(x[i]), y[i], acc[(i % 32) / 8][i % 8]);
+    float t[4];
+    for (int m = 0; m < 4; m++)
+        t[m] = ((acc[0][m] + acc[2][m]) + (acc[1][m] + acc[3][m])) + ((acc[0][m + 4] + acc[2][m + 4]) + (acc[1][m + 4] + acc[3][m + 4]));
+    double s = (t[0] + t[1]) + (t[2] + t[3]);
+    for (int64_t i = np; i < n; i++) s += (double)(nb_fp16_to_fp32(x[i]) * y[i]);
+    return (float)s;
+}
+
 float nb_vec_dot_bf16_f32_ref(int64_t n, const void *w, const void *a) {
     const uint16_t *x = w;
     const float *y = a;
@@ -261,6 +275,7 @@ REF_MM(mm_q6_k, nb_vec_dot_q6_k_q8_k_ref)
 REF_MM(mm_f32, nb_vec_dot_f32_f32_ref)
 REF_MM(mm_f16, nb_vec_dot_f16_f32_ref)
 REF_MM(mm_bf16, nb_vec_dot_bf16_f32_ref)
+REF_MM(mm_f16_vec, nb_vec_dot_f16_vec_ref)
 REF_MM_F32(mmf_q4_0, NB_TYPE_Q4_0)
 REF_MM_F32(mmf_q5_0, NB_TYPE_Q5_0)
 REF_MM_F32(mmf_q8_0, NB_TYPE_Q8_0)
@@ -285,6 +300,6 @@ const nb_kernel nb_kernels_ref[NB_KERNEL_TYPES] = {
     QK(Q5_K, "q5_K", mm_q5_k, mmf_q5_k),
     QK(Q6_K, "q6_K", mm_q6_k, mmf_q6_k),
     FL(F32, "f32", mm_f32),
-    FL(F16, "f16", mm_f16),
+    [NB_TYPE_F16] = {NB_TYPE_F32, mm_f16, mm_f16, "ref f16 x f32", "ref f16 x f32", 1, mm_f16_vec},
     FL(BF16, "bf16", mm_bf16),
 };

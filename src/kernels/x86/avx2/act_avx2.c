@@ -6,6 +6,7 @@
  * permute restores element order. NB_ACT_Q8_0X adds the block's derived values (kernels.h).
  */
 #include <math.h>
+#include <string.h>
 
 #include "formats/blocks.h"
 #include "kernels/x86/avx2/avx2.h"
@@ -124,4 +125,55 @@ static void to_f16_avx2(const float *x, uint16_t *h, int64_t n) {
     for (; i < n; i++) h[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
 }
 
-const nb_act_set nb_act_avx2 = {act_q8_0_avx2, act_q8_k_avx2, act_q8_0x_avx2, round_f16_avx2, to_f16_avx2, "avx2"};
+/* exp_ggml of the reference (act_ref.c) on 8 lanes; the split path only when a lane needs it. */
+static __m256 exp8(__m256 x) {
+    const __m256 r = _mm256_set1_ps(0x1.8p23f), z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+    const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1.0f))));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+    const __m256 plain = _mm256_fmadd_ps(j, k, k), an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 big = _mm256_cmp_ps(an, _mm256_set1_ps(126), _CMP_GT_OQ);
+    if (!_mm256_movemask_ps(big)) return plain;
+    const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                                       _mm256_set1_epi32((int)0x82000000u));
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000))),
+                 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+    const __m256 split = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
+    const __m256 huge = _mm256_cmp_ps(an, _mm256_set1_ps(192), _CMP_GT_OQ);
+    return _mm256_blendv_ps(_mm256_blendv_ps(plain, split, big), _mm256_mul_ps(s1, s1), huge);
+}
+
+static double softmax_exp_avx2(const float *x, float *y, int64_t n, float max) {
+    const __m256 m = _mm256_set1_ps(max), ninf = _mm256_set1_ps(-INFINITY);
+    double sum = 0;
+    for (int64_t i = 0; i < n; i += 8) {
+        float buf[8];
+        const int c = n - i < 8 ? (int)(n - i) : 8;
+        __m256 xv;
+        if (c == 8) {
+            xv = _mm256_loadu_ps(x + i);
+        } else {
+            for (int l = 0; l < 8; l++) buf[l] = l < c ? x[i + l] : -INFINITY;
+            xv = _mm256_loadu_ps(buf);
+        }
+        /* -inf (masked) gives 0 */
+        const __m256 v = _mm256_andnot_ps(_mm256_cmp_ps(xv, ninf, _CMP_EQ_OQ), exp8(_mm256_sub_ps(xv, m)));
+        if (c == 8) {
+            _mm256_storeu_ps(y + i, v);
+        } else {
+            _mm256_storeu_ps(buf, v);
+            memcpy(y + i, buf, sizeof(float) * (size_t)c);
+        }
+        sum += (double)nb_avx2_lane_sum(v);
+    }
+    return sum;
+}
+
+const nb_act_set nb_act_avx2 = {act_q8_0_avx2, act_q8_k_avx2, act_q8_0x_avx2, round_f16_avx2, to_f16_avx2,
+                                softmax_exp_avx2, "avx2"};

@@ -83,6 +83,7 @@ const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES] = {
     QK(Q5_K, q5_k, "q5_K", mmf_q5_k),
     QK(Q6_K, q6_k, "q6_K", mmf_q6_k),
     FL(F32, f32),
-    FL(F16, f16),
+    [NB_TYPE_F16] = {NB_TYPE_F32, nb_mm_f16_f32_avx2, nb_mm_f16_f32_avx2, "avx2 f16 x f32", "avx2 f16 x f32", 4,
+                     nb_mm_f16_vec_f32_avx2},
     FL(BF16, bf16),
 };

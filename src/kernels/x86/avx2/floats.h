@@ -83,3 +83,54 @@ static inline __attribute__((always_inline)) void tile_float(load_fn ld, one_fn 
 FL_KERNEL(f32)
 FL_KERNEL(f16)
 FL_KERNEL(bf16)
+
+/* F16 in llama.cpp's single-row order (NB_ROUTE_VEC, kernels.h): four accumulators per output, so
+ * a tile's rows go one at a time against its T tokens (4*T accumulators). */
+static inline __attribute__((always_inline)) void tile_f16_vec(int R, int T, int64_t n, const uint8_t *w, size_t ws,
+                                                               size_t rs, const uint8_t *a, size_t as, float *y,
+                                                               size_t ldy) {
+    const int64_t np = n & ~(int64_t)31;
+    for (int r = 0; r < R; r++) {
+        const uint8_t *wr = w + (size_t)r * rs * ws;
+        __m256 acc[FL_TMAX][4];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            #pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) acc[t][j] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < np; i += 32)
+            #pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                const __m256 wv = load_f16(wr, i + 8 * j);
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++)
+                    acc[t][j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps((const float *)(a + (size_t)t * as) + i + 8 * j), acc[t][j]);
+            }
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const __m256 s = _mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][2]), _mm256_add_ps(acc[t][1], acc[t][3]));
+            __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+            h = _mm_hadd_ps(h, h);
+            double sum = _mm_cvtss_f32(_mm_hadd_ps(h, h));
+            const float *at = (const float *)(a + (size_t)t * as);
+            for (int64_t i = np; i < n; i++) sum += (double)(one_f16(wr, i) * at[i]);
+            y[(size_t)t * ldy + (size_t)r * rs] = (float)sum;
+        }
+    }
+}
+
+#define FL_VTILE(R, T)                                                                                        \
+    static void f16_vec_##R##x##T(int64_t n, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,         \
+                                  size_t as, float *y, size_t ldy) {                                          \
+        tile_f16_vec(R, T, n, w, ws, rs, a, as, y, ldy);                                                      \
+    }
+#if FL_TMAX == 2
+#define FL_VTILES_R(R) FL_VTILE(R, 1) FL_VTILE(R, 2)
+#else
+#define FL_VTILES_R(R) FL_VTILE(R, 1) FL_VTILE(R, 2) FL_VTILE(R, 3) FL_VTILE(R, 4)
+#endif
+FL_VTILES_R(1) FL_VTILES_R(2) FL_VTILES_R(3) FL_VTILES_R(4)
+static const nb_avx2_tile_fn tiles_f16_vec[FL_RMAX * FL_TMAX] = FL_TABLE(f16_vec);
+void FL_NAME(f16_vec, FL_ISA)(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                              float *y, size_t ldy) {
+    nb_avx2_tile_loop(tiles_f16_vec, FL_TMAX, n, w, ws, a, as, nr, nt, y, ldy);
+}

@@ -308,5 +308,7 @@ KERNEL(nvfp4, fp4, (dec_nvfp4, 18, 2))
 const nb_kernel nb_kernels_avx512[NB_KERNEL_TYPES] = {
     Q8(Q4_0, q4_0, NB_ACT_Q8_0X), Q8(Q5_0, q5_0, NB_ACT_Q8_0X), Q8(Q8_0, q8_0, NB_ACT_Q8_0X),
     Q8(MXFP4, mxfp4, NB_ACT_Q8_0X_MX), Q8(NVFP4, nvfp4, NB_ACT_Q8_0X_NV), QK(Q4_K, q4_k, "q4_K"), QK(Q5_K, q5_k, "q5_K"),
-    QK(Q6_K, q6_k, "q6_K"), FL(F32, f32), FL(F16, f16), FL(BF16, bf16),
+    QK(Q6_K, q6_k, "q6_K"), FL(F32, f32), FL(BF16, bf16),
+    [NB_TYPE_F16] = {NB_TYPE_F32, nb_mm_f16_f32_avx512, nb_mm_f16_f32_avx512, "avx512 f16 x f32", "avx512 f16 x f32", RT,
+                     nb_mm_f16_vec_f32_avx512},
 };
