@@ -29,6 +29,11 @@ static void overlay(nb_kernel *dst, const nb_kernel *src) {
         dst->name_f32 = src->name_f32;
     }
     if (src->mm_vec) dst->mm_vec = src->mm_vec;
+    if (src->mm_batch) {
+        dst->mm_batch = src->mm_batch;
+        dst->batch_min = src->batch_min;
+        dst->batch_group = src->batch_group;
+    }
 }
 
 static void fill_tables(void) {

@@ -56,6 +56,11 @@ typedef struct nb_kernel {
     const char *name_f32;   /* "avx2 q8_0 x f32" */
     int rows_per_tile;      /* preferred row multiple when splitting work */
     nb_mm_fn mm_vec;        /* F16 only: NB_ROUTE_VEC */
+    /* Q4_K and Q6_K: the quantized route's order for tokens of a batch (kernels.h contract,
+     * "in a batch"), taken when a product has at least batch_min tokens, for its first tokens in
+     * whole groups of batch_group; the others go through mm. NULL: mm serves every batch. */
+    nb_mm_fn mm_batch;
+    int batch_min, batch_group;
 } nb_kernel;
 
 /* Internal route of F16 weights (nb_matmul_isa): f32 activations holding fp16 values, each output
@@ -167,8 +172,10 @@ float nb_vec_dot_q8_0_q8_0_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_mxfp4_q8_0_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_nvfp4_q8_0_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_q4_k_q8_k_ref(int64_t n, const void *w, const void *a);
+float nb_vec_dot_q4_k_q8_k_batch_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_q5_k_q8_k_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_q6_k_q8_k_ref(int64_t n, const void *w, const void *a);
+float nb_vec_dot_q6_k_q8_k_batch_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_f32_f32_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_f16_f32_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_f16_vec_ref(int64_t n, const void *w, const void *a);

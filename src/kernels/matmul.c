@@ -73,9 +73,9 @@ void nb_quantize_act(nb_isa isa, int act_type, const float *x, void *dst, int64_
 typedef struct {
     const nb_kernel *k;
     const nb_act_set *aq_set;
-    nb_mm_fn mm;
+    nb_mm_fn mm, mm_batch;
     int act_type;
-    int64_t n_in, n_out, n_tok;
+    int64_t n_in, n_out, n_tok, n_bat; /* the first n_bat tokens go through mm_batch */
     const float *x;
     const uint8_t *w;
     size_t w_row;
@@ -96,7 +96,11 @@ static void run_rows(void *ctx, int64_t b, int64_t e) {
     job *j = ctx;
     for (int64_t r = b; r < e; r += j->panel) {
         int64_t nr = e - r < j->panel ? e - r : j->panel;
-        j->mm(j->n_in, j->w + (size_t)r * j->w_row, j->w_row, j->a, j->a_row, nr, j->n_tok, j->y + r, (size_t)j->n_out);
+        const uint8_t *w = j->w + (size_t)r * j->w_row;
+        if (j->n_bat) j->mm_batch(j->n_in, w, j->w_row, j->a, j->a_row, nr, j->n_bat, j->y + r, (size_t)j->n_out);
+        if (j->n_tok > j->n_bat)
+            j->mm(j->n_in, w, j->w_row, j->a + (size_t)j->n_bat * j->a_row, j->a_row, nr, j->n_tok - j->n_bat,
+                  j->y + (size_t)j->n_bat * (size_t)j->n_out + r, (size_t)j->n_out);
     }
 }
 
@@ -134,6 +138,10 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
     job j = {.k = k, .aq_set = nb_act_get(isa), .n_in = n_in, .n_out = n_out, .n_tok = n_tok, .x = x, .w = w, .w_row = (size_t)w_row, .y = y};
     j.act_type = route == NB_ROUTE_QUANT ? k->act_type : NB_TYPE_F32;
     j.mm = route == NB_ROUTE_QUANT ? k->mm : route == NB_ROUTE_F32 ? k->mm_f32 : k->mm_vec;
+    if (route == NB_ROUTE_QUANT && k->mm_batch && n_tok >= k->batch_min) {
+        j.mm_batch = k->mm_batch;
+        j.n_bat = n_tok - n_tok % k->batch_group;
+    }
     /* panels exist to reuse weights across token tiles; one token (GEMV) streams a thread's rows in
      * one piece, so that a kernel may spread its rows over distant parts of them */
     j.panel = n_tok == 1 ? n_out : (int64_t)(NB_PANEL_BYTES / j.w_row);

@@ -124,14 +124,18 @@ static void kq_scales(const uint8_t *packed, uint8_t sc[8], uint8_t m[8]) {
     for (int j = 0; j < 8; j++) nb_k_scale_min(j, packed, &sc[j], &m[j]);
 }
 
-static float dot_k_affine(int64_t n, const void *w, const void *a, int five) {
+/* Q4_K and Q5_K, in one of three orders (kernels.h): 8 lanes (Q5_K), one lane per block (Q4_K),
+ * or one lane per 64 elements (Q4_K in a batch). */
+enum { K_Q5, K_Q4, K_Q4_BATCH };
+
+static float dot_k_affine(int64_t n, const void *w, const void *a, int kind) {
     const nb_block_q8_k *ab = a;
     float acc[8] = {0}, macc = 0;
     for (int64_t i = 0; i < n / NB_QK_K; i++) {
         uint8_t q[NB_QK_K], sc[8], m[8];
         const uint8_t *qs, *scales;
         float d, dmin;
-        if (five) {
+        if (kind == K_Q5) {
             const nb_block_q5_k *b = (const nb_block_q5_k *)w + i;
             qs = b->qs, scales = b->scales;
             d = nb_fp16_to_fp32(b->d), dmin = nb_fp16_to_fp32(b->dmin);
@@ -151,20 +155,33 @@ static float dot_k_affine(int64_t n, const void *w, const void *a, int five) {
                 }
         }
         kq_scales(scales, sc, m);
+        const float da = ab[i].d;
+        if (kind == K_Q4_BATCH) {
+            for (int c = 0; c < 4; c++) {
+                int isum = 0, msum = 0;
+                for (int e = 64 * c; e < 64 * c + 64; e++) isum += sc[e / 32] * q[e] * ab[i].qs[e];
+                for (int j = 2 * c; j < 2 * c + 2; j++) msum += m[j] * (ab[i].bsums[2 * j] + ab[i].bsums[2 * j + 1]);
+                acc[0] = fmaf(d * da, (float)isum, acc[0]);
+                macc = fmaf(dmin * da, (float)msum, macc);
+            }
+            continue;
+        }
         int isum[8] = {0}, msum = 0;
-        for (int e = 0; e < NB_QK_K; e++) isum[five ? (e % 32) / 4 : 0] += sc[e / 32] * q[e] * ab[i].qs[e];
+        for (int e = 0; e < NB_QK_K; e++) isum[kind == K_Q5 ? (e % 32) / 4 : 0] += sc[e / 32] * q[e] * ab[i].qs[e];
         for (int j = 0; j < 8; j++) msum += m[j] * (ab[i].bsums[2 * j] + ab[i].bsums[2 * j + 1]);
-        float da = ab[i].d;
         for (int k = 0; k < 8; k++) acc[k] = fmaf(d * da, (float)isum[k], acc[k]);
         macc = fmaf(dmin * da, (float)msum, macc);
     }
-    return (five ? nb_lane_sum(acc) : acc[0]) - macc;
+    return (kind == K_Q5 ? nb_lane_sum(acc) : acc[0]) - macc;
 }
 
-float nb_vec_dot_q4_k_q8_k_ref(int64_t n, const void *w, const void *a) { return dot_k_affine(n, w, a, 0); }
-float nb_vec_dot_q5_k_q8_k_ref(int64_t n, const void *w, const void *a) { return dot_k_affine(n, w, a, 1); }
+float nb_vec_dot_q4_k_q8_k_ref(int64_t n, const void *w, const void *a) { return dot_k_affine(n, w, a, K_Q4); }
+float nb_vec_dot_q4_k_q8_k_batch_ref(int64_t n, const void *w, const void *a) { return dot_k_affine(n, w, a, K_Q4_BATCH); }
+float nb_vec_dot_q5_k_q8_k_ref(int64_t n, const void *w, const void *a) { return dot_k_affine(n, w, a, K_Q5); }
 
-float nb_vec_dot_q6_k_q8_k_ref(int64_t n, const void *w, const void *a) {
+/* Q6_K in its two orders (kernels.h): 8 lanes, or (batch) one lane per block scaled by the
+ * weight's d before the activation's. */
+static float dot_q6_k(int64_t n, const void *w, const void *a, int batch) {
     const nb_block_q6_k *wb = w;
     const nb_block_q8_k *ab = a;
     float acc[8] = {0};
@@ -181,14 +198,23 @@ float nb_vec_dot_q6_k_q8_k_ref(int64_t n, const void *w, const void *a) {
                 o[l + 96] = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
             }
         }
+        const float d = nb_fp16_to_fp32(b->d);
+        if (batch) {
+            int isum = 0;
+            for (int e = 0; e < NB_QK_K; e++) isum += b->scales[e / 16] * q[e] * ab[i].qs[e];
+            acc[0] = fmaf(d * (float)isum, ab[i].d, acc[0]);
+            continue;
+        }
         int isum[8] = {0};
         for (int e = 0; e < NB_QK_K; e++) isum[(e % 32) / 4] += b->scales[e / 16] * (q[e] + 32) * ab[i].qs[e];
         for (int e = 0; e < NB_QK_K; e++) isum[e / 32] -= 32 * b->scales[e / 16] * ab[i].qs[e];
-        float d = nb_fp16_to_fp32(b->d) * ab[i].d;
-        for (int k = 0; k < 8; k++) acc[k] = fmaf(d, (float)isum[k], acc[k]);
+        for (int k = 0; k < 8; k++) acc[k] = fmaf(d * ab[i].d, (float)isum[k], acc[k]);
     }
-    return nb_lane_sum(acc);
+    return batch ? acc[0] : nb_lane_sum(acc);
 }
+
+float nb_vec_dot_q6_k_q8_k_ref(int64_t n, const void *w, const void *a) { return dot_q6_k(n, w, a, 0); }
+float nb_vec_dot_q6_k_q8_k_batch_ref(int64_t n, const void *w, const void *a) { return dot_q6_k(n, w, a, 1); }
 
 /* ----------------------------------------------------------------- f32 activations */
 
@@ -272,6 +298,8 @@ REF_MM(mm_nvfp4, nb_vec_dot_nvfp4_q8_0_ref)
 REF_MM(mm_q4_k, nb_vec_dot_q4_k_q8_k_ref)
 REF_MM(mm_q5_k, nb_vec_dot_q5_k_q8_k_ref)
 REF_MM(mm_q6_k, nb_vec_dot_q6_k_q8_k_ref)
+REF_MM(mm_q4_k_batch, nb_vec_dot_q4_k_q8_k_batch_ref)
+REF_MM(mm_q6_k_batch, nb_vec_dot_q6_k_q8_k_batch_ref)
 REF_MM(mm_f32, nb_vec_dot_f32_f32_ref)
 REF_MM(mm_f16, nb_vec_dot_f16_f32_ref)
 REF_MM(mm_bf16, nb_vec_dot_bf16_f32_ref)
@@ -296,9 +324,9 @@ const nb_kernel nb_kernels_ref[NB_KERNEL_TYPES] = {
     Q8(Q8_0, "q8_0", mm_q8_0, mmf_q8_0),
     Q8(MXFP4, "mxfp4", mm_mxfp4, mmf_mxfp4),
     Q8(NVFP4, "nvfp4", mm_nvfp4, mmf_nvfp4),
-    QK(Q4_K, "q4_K", mm_q4_k, mmf_q4_k),
+    [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, mm_q4_k, mmf_q4_k, "ref q4_K x q8_K", "ref q4_K x f32", 1, NULL, mm_q4_k_batch, 4, 4},
     QK(Q5_K, "q5_K", mm_q5_k, mmf_q5_k),
-    QK(Q6_K, "q6_K", mm_q6_k, mmf_q6_k),
+    [NB_TYPE_Q6_K] = {NB_TYPE_Q8_K, mm_q6_k, mmf_q6_k, "ref q6_K x q8_K", "ref q6_K x f32", 1, NULL, mm_q6_k_batch, 8, 1},
     FL(F32, "f32", mm_f32),
     [NB_TYPE_F16] = {NB_TYPE_F32, mm_f16, mm_f16, "ref f16 x f32", "ref f16 x f32", 1, mm_f16_vec},
     FL(BF16, "bf16", mm_bf16),

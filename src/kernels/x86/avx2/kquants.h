@@ -55,12 +55,13 @@ static inline __m256i q5_high(__m256i qh, int g) {
 }
 
 /* Q4_K, and Q5_K (five): the same but for a fifth bit per code from qh (codes 0..31: vpmaddubsw's
- * pair sums stay within 2*31*127). */
-static inline __attribute__((always_inline)) void tile_q45_k(int five, int R, int T, int64_t nb, const uint8_t *w,
-                                                             size_t ws, size_t rs, const uint8_t *a, size_t as,
-                                                             float *y, size_t ldy) {
+ * pair sums stay within 2*31*127). batch: Q4_K's order in a batch, one fma per 64 elements
+ * (kernels.h). */
+static inline __attribute__((always_inline)) void tile_q45_k(int five, int batch, int R, int T, int64_t nb,
+                                                             const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
+                                                             size_t as, float *y, size_t ldy) {
 #ifdef KQ_GEMV
-    if (T == 1 && !five) {
+    if (T == 1 && !five && !batch) {
         kq_gemv_q4_k(R, nb, w, ws, rs, a, y);
         return;
     }
@@ -88,6 +89,12 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int R, in
             k_scales(b->scales, &sc8, &m8);
             /* scale j as int16 in every word of both halves: one byte shuffle per j */
             const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+            float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
+            const __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m0 m0 m1 m1 ... */
+            int32_t ms[TMAX][8]; /* lane j: m_j * (bsums[2j] + bsums[2j+1]) */
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+                _mm256_storeu_si256((__m256i *)ms[t], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), mdup));
             __m256i isum[TMAX];
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
@@ -105,14 +112,20 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int R, in
                 for (int t = 0; t < T; t++) {
                     __m256i al = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 64 * c));
                     __m256i ah = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 64 * c + 32));
-                    isum[t] = kq_dot16(kq_dot16(isum[t], _mm256_maddubs_epi16(lo, al), sl), _mm256_maddubs_epi16(hi, ah), sh);
+                    if (batch) {
+                        const __m256i s = kq_dot16(kq_dot16(_mm256_setzero_si256(), _mm256_maddubs_epi16(lo, al), sl),
+                                                   _mm256_maddubs_epi16(hi, ah), sh);
+                        acc1[r][t] = __builtin_fmaf(d * ab[t]->d, (float)nb_avx2_hsum_epi32(s), acc1[r][t]);
+                        macc[r][t] = __builtin_fmaf(dmin * ab[t]->d, (float)(ms[t][2 * c] + ms[t][2 * c + 1]), macc[r][t]);
+                    } else {
+                        isum[t] = kq_dot16(kq_dot16(isum[t], _mm256_maddubs_epi16(lo, al), sl), _mm256_maddubs_epi16(hi, ah), sh);
+                    }
                 }
             }
-            float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
-            const __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m0 m0 m1 m1 ... */
+            if (batch) continue;
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
-                int msum = nb_avx2_hsum_epi32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), mdup));
+                const int msum = ms[t][0] + ms[t][1] + ms[t][2] + ms[t][3] + ms[t][4] + ms[t][5] + ms[t][6] + ms[t][7];
                 if (five)
                     acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab[t]->d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
                 else
@@ -128,20 +141,23 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int R, in
             y[(size_t)t * ldy + (size_t)r * rs] = (five ? nb_avx2_lane_sum(acc[r][t]) : acc1[r][t]) - macc[r][t];
 }
 
-static inline __attribute__((always_inline)) void tile_q6_k(int R, int T, int64_t nb, const uint8_t *w, size_t ws,
-                                                            size_t rs, const uint8_t *a, size_t as, float *y,
-                                                            size_t ldy) {
+/* Q6_K; batch: its order in a batch, the block's whole sum scaled by the weight's d, then fma'd
+ * with the activation's (kernels.h). */
+static inline __attribute__((always_inline)) void tile_q6_k_in(int batch, int R, int T, int64_t nb, const uint8_t *w,
+                                                            size_t ws, size_t rs, const uint8_t *a, size_t as,
+                                                            float *y, size_t ldy) {
 #ifdef KQ_GEMV
-    if (T == 1) {
+    if (T == 1 && !batch) {
         kq_gemv_q6_k(R, nb, w, ws, rs, a, y);
         return;
     }
 #endif
     __m256 acc[RMAX][TMAX];
+    float acc1[RMAX][TMAX]; /* batch: one lane */
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps(), acc1[r][t] = 0;
     const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
     for (int64_t i = 0; i < nb; i++) {
         const nb_block_q8_k *ab[TMAX];
@@ -185,27 +201,31 @@ static inline __attribute__((always_inline)) void tile_q6_k(int R, int T, int64_
             }
             float d = _cvtsh_ss(b->d);
             #pragma GCC unroll 8
-            for (int t = 0; t < T; t++)
-                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab[t]->d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
+            for (int t = 0; t < T; t++) {
+                if (batch)
+                    acc1[r][t] = __builtin_fmaf(d * (float)nb_avx2_hsum_epi32(isum[t]), ab[t]->d, acc1[r][t]);
+                else
+                    acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab[t]->d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
+            }
         }
     }
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nb_avx2_lane_sum(acc[r][t]);
+        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = batch ? acc1[r][t] : nb_avx2_lane_sum(acc[r][t]);
 }
 
-static inline __attribute__((always_inline)) void tile_q4_k(int R, int T, int64_t nb, const uint8_t *w, size_t ws,
-                                                            size_t rs, const uint8_t *a, size_t as, float *y,
-                                                            size_t ldy) {
-    tile_q45_k(0, R, T, nb, w, ws, rs, a, as, y, ldy);
-}
-
-static inline __attribute__((always_inline)) void tile_q5_k(int R, int T, int64_t nb, const uint8_t *w, size_t ws,
-                                                            size_t rs, const uint8_t *a, size_t as, float *y,
-                                                            size_t ldy) {
-    tile_q45_k(1, R, T, nb, w, ws, rs, a, as, y, ldy);
-}
+#define KQ_TILE_OF(name, body)                                                                                \
+    static inline __attribute__((always_inline)) void tile_##name(int R, int T, int64_t nb, const uint8_t *w,     \
+                                                                  size_t ws, size_t rs, const uint8_t *a,       \
+                                                                  size_t as, float *y, size_t ldy) {            \
+        body;                                                                                                  \
+    }
+KQ_TILE_OF(q4_k, tile_q45_k(0, 0, R, T, nb, w, ws, rs, a, as, y, ldy))
+KQ_TILE_OF(q4_k_batch, tile_q45_k(0, 1, R, T, nb, w, ws, rs, a, as, y, ldy))
+KQ_TILE_OF(q5_k, tile_q45_k(1, 0, R, T, nb, w, ws, rs, a, as, y, ldy))
+KQ_TILE_OF(q6_k, tile_q6_k_in(0, R, T, nb, w, ws, rs, a, as, y, ldy))
+KQ_TILE_OF(q6_k_batch, tile_q6_k_in(1, R, T, nb, w, ws, rs, a, as, y, ldy))
 
 #define KQ_CAT3(a, b, c) a##b##c
 #define KQ_NAME(ty, isa) KQ_CAT3(nb_mm_##ty, _q8_k_, isa)
@@ -232,7 +252,9 @@ static inline __attribute__((always_inline)) void tile_q5_k(int R, int T, int64_
     }
 
 KERNEL(q4_k)
+KERNEL(q4_k_batch)
 KERNEL(q5_k)
 KERNEL(q6_k)
+KERNEL(q6_k_batch)
 
 #endif

@@ -299,6 +299,9 @@ KERNEL(nvfp4, fp4, (dec_nvfp4, 18, 2))
 #define Q8(t, s, act) [NB_TYPE_##t] = {act, mm_##s, NULL, "avx512 " #s " x q8_0", NULL, RT}
 
 #define QK(t, s, n) [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx512, NULL, "avx512 " n " x q8_K", NULL, RT}
+#define QKB(t, s, n, bmin, bgroup)                                                                              \
+    [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx512, NULL, "avx512 " n " x q8_K", NULL, RT, NULL,        \
+                     nb_mm_##s##_batch_q8_k_avx512, bmin, bgroup}
 
 #define FL(t, s) [NB_TYPE_##t] = {NB_TYPE_F32, nb_mm_##s##_f32_avx512, nb_mm_##s##_f32_avx512, "avx512 " #s " x f32", \
                                  "avx512 " #s " x f32", RT}
@@ -307,8 +310,8 @@ KERNEL(nvfp4, fp4, (dec_nvfp4, 18, 2))
  * float route (mm_f32 NULL here) comes from the AVX2 table (dispatch). */
 const nb_kernel nb_kernels_avx512[NB_KERNEL_TYPES] = {
     Q8(Q4_0, q4_0, NB_ACT_Q8_0X), Q8(Q5_0, q5_0, NB_ACT_Q8_0X), Q8(Q8_0, q8_0, NB_ACT_Q8_0X),
-    Q8(MXFP4, mxfp4, NB_ACT_Q8_0X_MX), Q8(NVFP4, nvfp4, NB_ACT_Q8_0X_NV), QK(Q4_K, q4_k, "q4_K"), QK(Q5_K, q5_k, "q5_K"),
-    QK(Q6_K, q6_k, "q6_K"), FL(F32, f32), FL(BF16, bf16),
+    Q8(MXFP4, mxfp4, NB_ACT_Q8_0X_MX), Q8(NVFP4, nvfp4, NB_ACT_Q8_0X_NV), QKB(Q4_K, q4_k, "q4_K", 4, 4), QK(Q5_K, q5_k, "q5_K"),
+    QKB(Q6_K, q6_k, "q6_K", 8, 1), FL(F32, f32), FL(BF16, bf16),
     [NB_TYPE_F16] = {NB_TYPE_F32, nb_mm_f16_f32_avx512, nb_mm_f16_f32_avx512, "avx512 f16 x f32", "avx512 f16 x f32", RT,
                      nb_mm_f16_vec_f32_avx512},
 };
