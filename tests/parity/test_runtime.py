@@ -1,13 +1,15 @@
 """Runtime parity: nibble's Gemma 3 logits against llama.cpp (llama-cpp-python) and an exact reference.
 
-Measured on the default model over several hundred positions of varied text:
-  - KL(llama.cpp || nibble), top-1 agreement, and llama.cpp's own spread between its two attention
-    paths (flash attention off, the llama-cpp-python default, vs on): with 8-bit activations the
-    quantization noise is chaotic, so any difference in float rounding order (a different attention
-    kernel, say) gives a different noise realization; llama.cpp differs from itself by that much.
+Measured on the default model over several hundred positions of varied text, against the
+llama.cpp build scripts/setup-venv.sh makes (x86, AVX2):
+  - the issue's bounds: KL(llama.cpp || nibble) <= 0.001 on average, the same top token at >= 99 %
+    of positions, greedy continuations of 32 tokens identical for >= 9 of 10 prompts. nibble sums
+    in that build's orders (docs/KERNELS.md), so its logits are expected to equal llama.cpp's bit
+    for bit; the count of bit-identical positions is printed. For scale, llama.cpp's own spread
+    between its two attention paths (flash attention off, the default, vs on) is printed too.
   - KL(exact || engine) against a float64 forward pass (tests/parity/gemma_ref.py): nibble must be
     at least as close to the exact result as llama.cpp is.
-  - greedy continuations, thread-count invariance, F32 KV cache.
+  - thread-count invariance, F32 KV cache.
 Every figure is printed; docs/BENCHMARKS.md records them.
 """
 import os
@@ -69,15 +71,13 @@ def main():
     kl_self = kl_rows(R, RF)
     top = float((R.argmax(1) == M.argmax(1)).mean())
     top_self = float((R.argmax(1) == RF.argmax(1)).mean())
+    same_bits = int((R == M).all(axis=1).sum())
     print(f"KL(llama||nibble): mean {kl.mean():.6f} p99 {np.percentile(kl, 99):.6f} max {kl.max():.6f}; "
-          f"same top token {100 * top:.2f} %")
+          f"same top token {100 * top:.2f} %; bit-identical logits at {same_bits} of {n} positions")
     print(f"KL(llama||llama flash-attn): mean {kl_self.mean():.6f} p99 {np.percentile(kl_self, 99):.6f}; "
           f"same top token {100 * top_self:.2f} %")
-    # nibble may differ from llama.cpp by no more than llama.cpp differs from itself (plus a quarter).
-    bound = max(0.001, 1.25 * kl_self.mean())
-    T.check(kl.mean() <= bound, "mean KL to llama.cpp", f"{kl.mean():.6f} <= {bound:.6f}")
-    T.check(top >= min(0.99, top_self - 0.03), "same top token",
-            f"{100 * top:.2f} % vs llama self {100 * top_self:.2f} %")
+    T.check(kl.mean() <= 0.001, "mean KL to llama.cpp", f"{kl.mean():.6f} <= 0.001")
+    T.check(top >= 0.99, "same top token", f"{100 * top:.2f} % >= 99 %")
 
     # Against the exact float64 forward pass: at least as correct as llama.cpp.
     from gemma_ref import GemmaRef
@@ -96,7 +96,9 @@ def main():
     nbf = Model(path, n_ctx=1024, n_threads=2, kv_f32=True)
     f32 = nbf.eval(seqs[0])
     kf = kl_rows(ref[0], f32).mean()
-    T.check(kf <= 2 * bound, "F32 KV cache close to F16", f"KL(llama||nibble f32 kv) {kf:.6f}")
+    bound = 1.25 * kl_self.mean()
+    T.check(kf <= bound, "F32 KV cache close to F16",
+            f"KL(llama||nibble f32 kv) {kf:.6f} <= 1.25 x llama.cpp's attention-path spread {kl_self.mean():.6f}")
     nbf.close()
 
     # Greedy continuations of 32 tokens from 10 prompts: nibble against llama.cpp, and llama.cpp's
@@ -137,8 +139,7 @@ def main():
         same += d is None
         same_self += dfa is None
     print(f"greedy 32 tokens identical to llama.cpp: nibble {same}/10, llama.cpp flash-attn {same_self}/10")
-    T.check(same >= min(9, same_self - 2), "greedy continuations",
-            f"{same}/10 (llama.cpp's own spread: {same_self}/10)")
+    T.check(same >= 9, "greedy continuations", f"{same}/10 >= 9 (llama.cpp's flash-attention path: {same_self}/10)")
     nb.close()
     return T.summary()
 
