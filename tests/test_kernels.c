@@ -81,7 +81,7 @@ static void compare_isa(nb_isa isa, problem *p, nb_route route) {
           "ref matmul: %s", nb_last_error());
     CHECK(nb_matmul_isa(isa, NULL, p->type, p->w, 0, p->n_out, p->n_in, p->x, p->n_tok, p->y, route) == NB_OK, "%s matmul: %s",
           nb_isa_name(isa), nb_last_error());
-    int exact = route == NB_ROUTE_QUANT && is_block_type(p->type);
+    int exact = (route == NB_ROUTE_QUANT && is_block_type(p->type)) || route == NB_ROUTE_VEC;
     int bad = 0;
     for (int64_t t = 0; t < p->n_tok; t++)
         for (int64_t o = 0; o < p->n_out; o++) {
@@ -103,17 +103,20 @@ static void compare_isa(nb_isa isa, problem *p, nb_route route) {
 static void all_shapes_isa(nb_isa isa) {
     /* 37 rows, one token: the GEMV path that spreads a tile's rows over the matrix's quarters
      * (37 = 4 x 9 + 1 also leaves a remainder row) */
-    static const int64_t rows[] = {1, 5, 13, 37}, toks[] = {1, 2, 7};
+    /* 7 and 9 tokens: the Q4_K batch order on 4 or 8 tokens and the ordinary one on the rest, the
+     * Q6_K batch order from 8 */
+    static const int64_t rows[] = {1, 5, 13, 37}, toks[] = {1, 2, 7, 9};
     for (int ti = 0; ti < NTYPES; ti++) {
         int64_t n_in[3];
         shapes(types[ti], n_in);
         for (int si = 0; si < 3; si++)
             for (int ri = 0; ri < 4; ri++) {
                 problem p;
-                int64_t nt = ri == 3 ? 1 : toks[(si + ri) % 3];
+                int64_t nt = ri == 3 ? 1 : toks[(si + ri) % 4];
                 CHECK(make(&p, types[ti], rows[ri], n_in[si], nt), "setup %s", nb_type_name(types[ti]));
                 compare_isa(isa, &p, NB_ROUTE_QUANT);
                 compare_isa(isa, &p, NB_ROUTE_F32);
+                if (types[ti] == NB_TYPE_F16) compare_isa(isa, &p, NB_ROUTE_VEC);
                 drop(&p);
             }
     }
@@ -436,6 +439,37 @@ TEST(round_fp16_sets_match_reference) {
     CHECK(a[0] == 1.0f && a[1] == 0.0f && isinf(a[2]) && signbit(a[3]), "ties, underflow, overflow, -0");
 }
 
+/* Softmax's exponentials: every set gives the reference's bits (values and sum), on rows with
+ * masked (-inf) cells, lengths off the 8-chunks, and differences below -87 and -133, where ggml's
+ * polynomial splits its power of two or returns 0 outright; the reference is e^x to a few ulps. */
+TEST(softmax_exp_sets_match_reference) {
+    enum { N = 45 };
+    float x[N], ya[N], yb[N];
+    uint32_t s = 777;
+    for (int n = 1; n <= N; n += 4)
+        for (int round = 0; round < 20; round++) {
+            float mx = -INFINITY;
+            for (int i = 0; i < n; i++) {
+                s = s * 1664525u + 1013904223u;
+                x[i] = (float)(int32_t)s / 2147483648.0f * (round < 10 ? 20.0f : 200.0f);
+                if (s % 7 == 0) x[i] = -INFINITY;
+                mx = x[i] > mx ? x[i] : mx;
+            }
+            if (mx == -INFINITY) x[0] = mx = 0;
+            const double sa = nb_act_get(NB_ISA_REF)->softmax_exp(x, ya, n, mx);
+            for (int isa = NB_ISA_AVX2; isa <= (int)nb_isa_best(); isa++) {
+                const double sb = nb_act_get((nb_isa)isa)->softmax_exp(x, yb, n, mx);
+                CHECK(!memcmp(ya, yb, sizeof(float) * (size_t)n) && sa == sb, "%s softmax_exp differs (n %d, round %d)",
+                      nb_isa_name((nb_isa)isa), n, round);
+            }
+            for (int i = 0; i < n; i++) {
+                const float dx = x[i] - mx; /* the difference the kernels take, rounded as theirs */
+                const double e = exp((double)dx);
+                CHECK(fabs(ya[i] - e) <= 4 * 0x1p-24 * e + 0x1p-149, "e^%g: %.9g, exact %.9g", (double)dx, ya[i], e);
+            }
+        }
+}
+
 int main(void) {
     RUN(act_q8_0_reference_rule);
     RUN(act_quantizers_match_reference);
@@ -450,5 +484,6 @@ int main(void) {
     RUN(kernel_names);
     RUN(strided_rows_match_packed);
     RUN(round_fp16_sets_match_reference);
+    RUN(softmax_exp_sets_match_reference);
     return test_summary();
 }

@@ -68,10 +68,13 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int batch
 #endif
     __m256 acc[RMAX][TMAX]; /* Q5_K's 8 lanes */
     float acc1[RMAX][TMAX], macc[RMAX][TMAX]; /* Q4_K's one lane; the minimum's chain */
+    __m128 bacc[RMAX], bmacc[RMAX]; /* the same in a batch, token t in lane t */
     #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < R; r++) {
+        bacc[r] = bmacc[r] = _mm_setzero_ps();
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps(), acc1[r][t] = macc[r][t] = 0;
+    }
     const __m256i m4 = _mm256_set1_epi8(15);
     for (int64_t i = 0; i < nb; i++) {
         const nb_block_q8_k *ab[TMAX];
@@ -91,11 +94,10 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int batch
             const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
             float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
             const __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m0 m0 m1 m1 ... */
-            int32_t ms[TMAX][8]; /* lane j: m_j * (bsums[2j] + bsums[2j+1]) */
+            __m256i ms[TMAX]; /* lane j: m_j * (bsums[2j] + bsums[2j+1]) */
             #pragma GCC unroll 8
-            for (int t = 0; t < T; t++)
-                _mm256_storeu_si256((__m256i *)ms[t], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), mdup));
-            __m256i isum[TMAX];
+            for (int t = 0; t < T; t++) ms[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), mdup);
+            __m256i isum[TMAX], half[TMAX], pair[2][TMAX]; /* batch: vphaddd of groups 2c, 2c+1 per c pair */
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
             #pragma GCC unroll 8
@@ -113,19 +115,47 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int batch
                     __m256i al = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 64 * c));
                     __m256i ah = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 64 * c + 32));
                     if (batch) {
-                        const __m256i s = kq_dot16(kq_dot16(_mm256_setzero_si256(), _mm256_maddubs_epi16(lo, al), sl),
-                                                   _mm256_maddubs_epi16(hi, ah), sh);
-                        acc1[r][t] = __builtin_fmaf(d * ab[t]->d, (float)nb_avx2_hsum_epi32(s), acc1[r][t]);
-                        macc[r][t] = __builtin_fmaf(dmin * ab[t]->d, (float)(ms[t][2 * c] + ms[t][2 * c + 1]), macc[r][t]);
+                        const __m256i sc = kq_dot16(kq_dot16(_mm256_setzero_si256(), _mm256_maddubs_epi16(lo, al), sl),
+                                                    _mm256_maddubs_epi16(hi, ah), sh);
+                        if (c & 1)
+                            pair[c / 2][t] = _mm256_hadd_epi32(half[t], sc);
+                        else
+                            half[t] = sc;
                     } else {
                         isum[t] = kq_dot16(kq_dot16(isum[t], _mm256_maddubs_epi16(lo, al), sl), _mm256_maddubs_epi16(hi, ah), sh);
                     }
                 }
             }
-            if (batch) continue;
+            if (batch) {
+                /* per 64 elements c: the sums S_c (dword c of each half of the vphaddd tree, the two
+                 * halves added) and the minimums' m_2c*B_2c + m_2c+1*B_2c+1; transposed so that
+                 * one fma per c advances the chains of all the tile's tokens */
+                __m128 sv[4], mv[4];
+                float da[4] = {0};
+                #pragma GCC unroll 4
+                for (int t = 0; t < 4; t++) {
+                    if (t < T) {
+                        const __m256i h = _mm256_hadd_epi32(pair[0][t], pair[1][t]);
+                        sv[t] = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+                        mv[t] = _mm_cvtepi32_ps(_mm_hadd_epi32(_mm256_castsi256_si128(ms[t]), _mm256_extracti128_si256(ms[t], 1)));
+                        da[t] = ab[t]->d;
+                    } else {
+                        sv[t] = mv[t] = _mm_setzero_ps();
+                    }
+                }
+                _MM_TRANSPOSE4_PS(sv[0], sv[1], sv[2], sv[3]);
+                _MM_TRANSPOSE4_PS(mv[0], mv[1], mv[2], mv[3]);
+                const __m128 dav = _mm_loadu_ps(da), dd = _mm_mul_ps(_mm_set1_ps(d), dav), dm = _mm_mul_ps(_mm_set1_ps(dmin), dav);
+                #pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    bacc[r] = _mm_fmadd_ps(dd, sv[c], bacc[r]);
+                    bmacc[r] = _mm_fmadd_ps(dm, mv[c], bmacc[r]);
+                }
+                continue;
+            }
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
-                const int msum = ms[t][0] + ms[t][1] + ms[t][2] + ms[t][3] + ms[t][4] + ms[t][5] + ms[t][6] + ms[t][7];
+                const int msum = nb_avx2_hsum_epi32(ms[t]);
                 if (five)
                     acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab[t]->d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
                 else
@@ -135,10 +165,13 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int batch
         }
     }
     #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < R; r++) {
+        float bv[4];
+        _mm_storeu_ps(bv, _mm_sub_ps(bacc[r], bmacc[r]));
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++)
-            y[(size_t)t * ldy + (size_t)r * rs] = (five ? nb_avx2_lane_sum(acc[r][t]) : acc1[r][t]) - macc[r][t];
+            y[(size_t)t * ldy + (size_t)r * rs] = batch ? bv[t] : (five ? nb_avx2_lane_sum(acc[r][t]) : acc1[r][t]) - macc[r][t];
+    }
 }
 
 /* Q6_K; batch: its order in a batch, the block's whole sum scaled by the weight's d, then fma'd
