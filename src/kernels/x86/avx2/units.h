@@ -19,6 +19,7 @@
 #include "formats/blocks.h"
 #include "formats/codes.h"
 #include "kernels/x86/avx2/avx2.h"
+#include "kernels/x86/avx2/panel.h"
 
 typedef struct {
     __m256i q; /* 32 signed weights, element order */
@@ -166,57 +167,19 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int ub, int f
         }
 }
 
-/*
- * GEMM of the 8-lane types (Q4_0, Q5_0, Q8_0) against several tokens: the tiles above decode
- * each unit once per 3 tokens and spend a scale product per row and token, so with many tokens
- * most of their instructions are not the product. Here 8 rows at a time are decoded once into an
- * L1 panel, transposed so that one register holds group k of a unit for all 8 rows (dword r =
- * row r's elements 4k..4k+3), and every token meets that register with one vpbroadcastd of its 4
- * activation bytes of group k. Each dword is then lane k of one row's dot, so the contract's
- * per-lane chain acc[k] = fma(dw*da, (float)p, acc[k]) runs on 8 rows per instruction, the 8
- * rows' scale products are one multiply per unit and token, and the lanes are independent
- * chains: lane k runs over all units before lane k+1 (k outermost), so only one accumulator per
- * token is live and a register tile holds PG tokens. Per unit, lane and token: vpsignb,
- * vpmaddubsw, vpmaddwd, one conversion and one fma for 8 rows, against 6 instructions per row
- * plus the decode in the tiles. The reduction tree of nb_lane_sum is done across the 8 lane
- * registers, elementwise, which gives each row its own tree.
- */
-#define PR 8  /* rows per panel: the dwords of a register */
-#define PU 32 /* units per decoded chunk: 8 KiB of codes and 1 KiB of scales */
-#define PT 64 /* tokens whose lane sums are kept between chunks of a long row: 16 KiB */
-#define PG 4  /* tokens per register tile */
-
+/* GEMM of the 8-lane types with many tokens (panel.h): a chunk of PU units of 8 rows. */
+#define PU 32 /* 8 KiB of codes and 1 KiB of scales */
 typedef struct {
     __m256i q[PU][8]; /* q[u][k] dword r: row r's weights 4k..4k+3 of unit u */
     __m256 s[PU];     /* the 8 rows' scales of unit u */
 } panel;
 
-/* out[k] dword r = v[r] dword k. */
-static inline void transpose8(__m256i v[8]) {
-    __m256i t[8], h[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]); /* rows i, i+1: dwords 0 1 | 4 5 */
-        t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]); /* dwords 2 3 | 6 7 */
-    }
-    for (int i = 0; i < 8; i += 4)
-        for (int j = 0; j < 2; j++) {
-            h[i + 2 * j] = _mm256_unpacklo_epi64(t[i + j], t[i + j + 2]); /* dword 2j | 2j+4 of 4 rows */
-            h[i + 2 * j + 1] = _mm256_unpackhi_epi64(t[i + j], t[i + j + 2]); /* dword 2j+1 | 2j+5 */
-        }
-    for (int k = 0; k < 4; k++) {
-        v[k] = _mm256_permute2x128_si256(h[k], h[k + 4], 0x20);
-        v[k + 4] = _mm256_permute2x128_si256(h[k], h[k + 4], 0x31);
-    }
-}
-
-/* Units u0..u0+un-1 of rows rows (missing rows of the 8 decode as zero weights and scales, whose
- * lanes stay +0 and are never stored). */
 static inline __attribute__((always_inline)) void panel_decode(dec_fn dec, const uint8_t *w, size_t ws, int rows,
                                                                int64_t u0, int un, panel *p) {
     for (int u = 0; u < un; u++) {
-        __m256i v[PR];
-        float s[PR];
-        for (int r = 0; r < PR; r++) {
+        __m256i v[NB_PANEL_R];
+        float s[NB_PANEL_R];
+        for (int r = 0; r < NB_PANEL_R; r++) {
             if (r < rows) {
                 const unit x = dec(w + (size_t)r * ws, u0 + u);
                 v[r] = x.q;
@@ -224,17 +187,19 @@ static inline __attribute__((always_inline)) void panel_decode(dec_fn dec, const
             } else
                 v[r] = _mm256_setzero_si256(), s[r] = 0;
         }
-        transpose8(v);
+        nb_transpose8(v);
         for (int k = 0; k < 8; k++) _mm256_store_si256(&p->q[u][k], v[k]);
         p->s[u] = _mm256_loadu_ps(s);
     }
 }
 
-/* T tokens (activation rows a, a+as, ...) against a decoded chunk of un units: lane sums
- * acc[t][k] (8 rows each) continued from their values (first: from +0). */
-static inline __attribute__((always_inline)) void panel_tokens(int T, const panel *p, int un, const uint8_t *a,
+/* Per unit, lane and token: vpsignb, vpmaddubsw, vpmaddwd, a conversion and an fma for 8 rows,
+ * and one multiply for the 8 rows' scale products per unit and token (the tiles: 6 instructions
+ * per row, plus the decode). */
+static inline __attribute__((always_inline)) void panel_tokens(int T, const void *pv, int un, const uint8_t *a,
                                                                size_t as, __m256 acc[][8], int first) {
-    __m256 sc[PU][PG]; /* the 8 rows' scale products of each unit and token */
+    const panel *p = pv;
+    __m256 sc[PU][NB_PANEL_G]; /* the 8 rows' scale products of each unit and token */
     for (int u = 0; u < un; u++)
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
@@ -243,7 +208,7 @@ static inline __attribute__((always_inline)) void panel_tokens(int T, const pane
         }
     const __m256i ones = _mm256_set1_epi16(1);
     for (int k = 0; k < 8; k++) {
-        __m256 c[PG];
+        __m256 c[NB_PANEL_G];
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) c[t] = first ? _mm256_setzero_ps() : acc[t][k];
         for (int u = 0; u < un; u++) {
@@ -262,49 +227,14 @@ static inline __attribute__((always_inline)) void panel_tokens(int T, const pane
     }
 }
 
-/* nb_lane_sum's tree over the lane registers: dword r = row r's result. */
-static inline __m256 lanes_reduce(const __m256 l[8]) {
-    const __m256 s0 = _mm256_add_ps(l[0], l[4]), s1 = _mm256_add_ps(l[1], l[5]);
-    const __m256 s2 = _mm256_add_ps(l[2], l[6]), s3 = _mm256_add_ps(l[3], l[7]);
-    return _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3));
-}
-
-static inline __attribute__((always_inline)) void panel_gemm(dec_fn dec, int64_t nu, const uint8_t *w, size_t ws,
-                                                             const uint8_t *a, size_t as, int64_t nr, int64_t nt,
-                                                             float *y, size_t ldy) {
-    panel p;
-    __m256 acc[PT][8];
-    for (int64_t r0 = 0; r0 < nr; r0 += PR) {
-        const int rows = nr - r0 < PR ? (int)(nr - r0) : PR;
-        for (int64_t t0 = 0; t0 < nt; t0 += PT) {
-            const int tn = nt - t0 < PT ? (int)(nt - t0) : PT;
-            for (int64_t u0 = 0; u0 < nu; u0 += PU) {
-                const int un = nu - u0 < PU ? (int)(nu - u0) : PU;
-                if (nu > PU || t0 == 0) panel_decode(dec, w + (size_t)r0 * ws, ws, rows, u0, un, &p);
-                const uint8_t *au = a + (size_t)t0 * as + (size_t)u0 * sizeof(nb_block_q8_0);
-                for (int t = 0; t < tn; t += PG) {
-                    const uint8_t *at = au + (size_t)t * as;
-                    switch (tn - t < PG ? tn - t : PG) {
-                    case 1: panel_tokens(1, &p, un, at, as, acc + t, u0 == 0); break;
-                    case 2: panel_tokens(2, &p, un, at, as, acc + t, u0 == 0); break;
-                    case 3: panel_tokens(3, &p, un, at, as, acc + t, u0 == 0); break;
-                    default: panel_tokens(PG, &p, un, at, as, acc + t, u0 == 0);
-                    }
-                }
-            }
-            for (int t = 0; t < tn; t++) {
-                float out[PR];
-                _mm256_storeu_ps(out, lanes_reduce(acc[t]));
-                memcpy(y + (size_t)(t0 + t) * ldy + r0, out, sizeof(float) * (size_t)rows);
-            }
-        }
-    }
-}
-
 /* Tokens from which the panel beats the tiles (its decode and transpose cost about as much as the
  * products of 4 tokens; 2048 x 640 Q8_0, 1 thread: tiles ahead at 4-12 tokens, panel at 32). */
 #define PANEL_MIN_TOKENS 16
 
+#define PANEL_DECODE(ty)                                                                                      \
+    static void panel_decode_##ty(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *p) {        \
+        panel_decode(dec_##ty, w, ws, rows, u0, un, p);                                                       \
+    }
 #define TILE(ty, R, T)                                                                                   \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
                                        size_t as, float *y, size_t ldy) {                                 \
@@ -312,16 +242,18 @@ static inline __attribute__((always_inline)) void panel_gemm(dec_fn dec, int64_t
     }
 #define TILES_R(ty, R) TILE(ty, R, 1) TILE(ty, R, 2) TILE(ty, R, 3)
 #define KERNEL(ty, isa)                                                                                       \
-    TILES_R(ty, 1) TILES_R(ty, 2) TILES_R(ty, 3) TILES_R(ty, 4)                                               \
+    TILES_R(ty, 1) TILES_R(ty, 2) TILES_R(ty, 3) TILES_R(ty, 4) PANEL_DECODE(ty)                              \
     static const nb_avx2_tile_fn tiles_##ty[RMAX * TMAX] = {                                                  \
         tile_##ty##_1x1, tile_##ty##_1x2, tile_##ty##_1x3, tile_##ty##_2x1, tile_##ty##_2x2, tile_##ty##_2x3,   \
         tile_##ty##_3x1, tile_##ty##_3x2, tile_##ty##_3x3, tile_##ty##_4x1, tile_##ty##_4x2, tile_##ty##_4x3,   \
     };                                                                                                        \
     void nb_mm_##ty##_q8_0_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
                                 int64_t nt, float *y, size_t ldy) {                                          \
-        if (!ty##_fp4 && nt >= PANEL_MIN_TOKENS)                                                              \
-            panel_gemm(dec_##ty, n / 32, w, ws, a, as, nr, nt, y, ldy);                                       \
-        else                                                                                                  \
+        if (!ty##_fp4 && nt >= PANEL_MIN_TOKENS) {                                                            \
+            panel p;                                                                                          \
+            nb_panel_gemm(panel_decode_##ty, panel_tokens, &p, PU, sizeof(nb_block_q8_0), n / 32, w, ws, a, as, \
+                          nr, nt, y, ldy);                                                                    \
+        } else                                                                                                \
             nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                        \
     }
 
