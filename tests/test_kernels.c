@@ -455,6 +455,7 @@ int main(void) {
     RUN(act_q8_0_reference_rule);
     RUN(act_quantizers_match_reference);
     RUN(avx2_matches_reference);
+    RUN(avx2_gemm_panels_match_reference);
     RUN(avx512_matches_reference);
     RUN(float_tiles_agree_across_sets);
     RUN(fp4_scale_codes_match_reference);
