@@ -145,7 +145,9 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
     /* panels exist to reuse weights across token tiles; one token (GEMV) streams a thread's rows in
      * one piece, so that a kernel may spread its rows over distant parts of them */
     j.panel = n_tok == 1 ? n_out : (int64_t)(NB_PANEL_BYTES / j.w_row);
-    j.panel = j.panel < 4 ? 4 : j.panel & ~(int64_t)3;
+    /* whole tiles (4 rows, or the kernel's row multiple: the AVX2 GEMM panels take 8) */
+    const int64_t tile = k->rows_per_tile > 4 ? k->rows_per_tile : 4;
+    j.panel = j.panel < tile ? tile : j.panel - j.panel % tile;
 
     void *heap = NULL;
     if (j.act_type == NB_TYPE_F32) {

@@ -260,6 +260,26 @@ KQ_TILE_OF(q5_k, tile_q45_k(1, 0, R, T, nb, w, ws, rs, a, as, y, ldy))
 KQ_TILE_OF(q6_k, tile_q6_k_in(0, R, T, nb, w, ws, rs, a, as, y, ldy))
 KQ_TILE_OF(q6_k_batch, tile_q6_k_in(1, R, T, nb, w, ws, rs, a, as, y, ldy))
 
+/* A family's GEMM of many tokens, when the including file supplies one (an nb_mm_fn, named by
+ * KQ_PANEL_<family>; AVX2: Q6_K's batch order through panel.h), taken from KQ_PANEL_MIN_TOKENS
+ * tokens. */
+#ifndef KQ_PANEL_q4_k
+#define KQ_PANEL_q4_k NULL
+#endif
+#ifndef KQ_PANEL_q4_k_batch
+#define KQ_PANEL_q4_k_batch NULL
+#endif
+#ifndef KQ_PANEL_q5_k
+#define KQ_PANEL_q5_k NULL
+#endif
+#ifndef KQ_PANEL_q6_k
+#define KQ_PANEL_q6_k NULL
+#endif
+#ifndef KQ_PANEL_q6_k_batch
+#define KQ_PANEL_q6_k_batch NULL
+#endif
+#define KQ_PANEL_MIN_TOKENS 16
+
 #define KQ_CAT3(a, b, c) a##b##c
 #define KQ_NAME(ty, isa) KQ_CAT3(nb_mm_##ty, _q8_k_, isa)
 #define TILE(ty, R, T)                                                                                   \
@@ -281,7 +301,11 @@ KQ_TILE_OF(q6_k_batch, tile_q6_k_in(1, R, T, nb, w, ws, rs, a, as, y, ldy))
     static const nb_avx2_tile_fn tiles_##ty[RMAX * TMAX] = {ROW(ty, 1), ROW(ty, 2), ROW(ty, 3), ROW(ty, 4)}; \
     void KQ_NAME(ty, KQ_ISA)(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
                              int64_t nt, float *y, size_t ldy) {                                         \
-        nb_avx2_tile_loop(tiles_##ty, TMAX, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);                   \
+        const nb_mm_fn panel = KQ_PANEL_##ty;                                                             \
+        if (panel && nt >= KQ_PANEL_MIN_TOKENS)                                                           \
+            panel(n, w, ws, a, as, nr, nt, y, ldy);                                                       \
+        else                                                                                              \
+            nb_avx2_tile_loop(tiles_##ty, TMAX, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);               \
     }
 
 KERNEL(q4_k)

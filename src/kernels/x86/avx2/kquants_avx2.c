@@ -1,11 +1,114 @@
 /*
- * kquants_avx2.c: the AVX2 Q4_K and Q6_K kernels (body in kquants.h): 16 registers hold tiles of
- * up to 4 rows x 2 tokens; the scale multiply is vpmaddwd then an add.
+ * kquants_avx2.c: the AVX2 Q4_K, Q5_K and Q6_K kernels (body in kquants.h): 16 registers hold
+ * tiles of up to 4 rows x 2 tokens; the scale multiply is vpmaddwd then an add. Q6_K's GEMM of
+ * many tokens (its batch order) goes through an 8-row panel instead (panel.h, below).
  */
 #include <immintrin.h>
 
+#include "formats/blocks.h"
+#include "kernels/x86/avx2/panel.h"
+
+/* Q6_K panel: KB blocks of 8 rows, each code as w = q - 32 (signed, |w| <= 32: vpmaddubsw's pair
+ * sums stay within 2*32*127 under the sign trick), the scales as the 8 rows' int16 pairs for
+ * vpmaddwd. Group k of 4 elements of a 32-element group g shares the 16-element scale 2g + k/4. */
+#define KB 4 /* blocks per chunk: 8 KiB of codes, 2 KiB of scales */
+typedef struct {
+    __m256i q[KB][8][8]; /* [block][group g][lane k] dword r: row r's w at 32g+4k..32g+4k+3 */
+    __m256i s[KB][16];   /* [block][scale j] dword r: row r's scale j in both words */
+    __m256 d[KB];        /* the 8 rows' d */
+} q6_panel;
+
+/* A row's 8 groups of 32 codes (element order) minus 32, as the tiles of kquants.h decode them. */
+static inline void q6_groups(const nb_block_q6_k *b, __m256i g[8]) {
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+        const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        const __m256i lo[4] = {_mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4),
+                               _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
+        for (int j = 0; j < 4; j++) {
+            const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j), m2), 4);
+            g[4 * h + j] = _mm256_sub_epi8(_mm256_or_si256(lo[j], hi), k32);
+        }
+    }
+}
+
+static void q6_decode(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
+    q6_panel *p = pv;
+    for (int i = 0; i < nb; i++) {
+        __m256i slo[NB_PANEL_R], shi[NB_PANEL_R];
+        float d[NB_PANEL_R];
+        for (int r = 0; r < NB_PANEL_R; r++) {
+            __m256i g[8];
+            if (r < rows) {
+                const nb_block_q6_k *b = (const nb_block_q6_k *)(w + (size_t)r * ws) + i0 + i;
+                q6_groups(b, g);
+                /* scales as words, each doubled into a dword: j 0-3 | 8-11 and j 4-7 | 12-15 */
+                const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+                slo[r] = _mm256_unpacklo_epi16(s, s), shi[r] = _mm256_unpackhi_epi16(s, s);
+                d[r] = _cvtsh_ss(b->d);
+            } else {
+                for (int j = 0; j < 8; j++) g[j] = _mm256_setzero_si256();
+                slo[r] = shi[r] = _mm256_setzero_si256(), d[r] = 0;
+            }
+            for (int j = 0; j < 8; j++) p->q[i][j][r] = g[j]; /* row-major here, transposed below */
+        }
+        for (int j = 0; j < 8; j++) nb_transpose8(p->q[i][j]);
+        nb_transpose8(slo);
+        nb_transpose8(shi);
+        for (int m = 0; m < 4; m++) {
+            p->s[i][m] = slo[m], p->s[i][m + 8] = slo[m + 4];
+            p->s[i][m + 4] = shi[m], p->s[i][m + 12] = shi[m + 4];
+        }
+        p->d[i] = _mm256_loadu_ps(d);
+    }
+}
+
+/* The batch order (kernels.h): per block, row and token the exact sum over the block, then one
+ * chain per row, acc = fma(d * (float)isum, da, acc), the 8 rows in the dwords of acc[t][0]. Per
+ * group of 4 elements and token: vpsignb, vpmaddubsw, vpmaddwd (the scale) and an add for 8 rows. */
+static inline __attribute__((always_inline)) void q6_tokens(int T, const void *pv, int nb, const uint8_t *a, size_t as,
+                                                            __m256 acc[][8], int first) {
+    const q6_panel *p = pv;
+    __m256 c[NB_PANEL_G];
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) c[t] = first ? _mm256_setzero_ps() : acc[t][0];
+    for (int i = 0; i < nb; i++) {
+        const nb_block_q8_k *ab[NB_PANEL_G];
+        __m256i isum[NB_PANEL_G];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i, isum[t] = _mm256_setzero_si256();
+        for (int g = 0; g < 8; g++)
+            #pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                const __m256i q = _mm256_load_si256(&p->q[i][g][k]), qa = _mm256_abs_epi8(q);
+                const __m256i s = _mm256_load_si256(&p->s[i][2 * g + k / 4]);
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    int32_t v;
+                    memcpy(&v, ab[t]->qs + 32 * g + 4 * k, 4);
+                    const __m256i pr = _mm256_maddubs_epi16(qa, _mm256_sign_epi8(_mm256_set1_epi32(v), q));
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, s));
+                }
+            }
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            c[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->d[i], _mm256_cvtepi32_ps(isum[t])), _mm256_set1_ps(ab[t]->d), c[t]);
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) acc[t][0] = c[t];
+}
+
+static void q6_panel_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                          float *y, size_t ldy) {
+    q6_panel p;
+    nb_panel_gemm(q6_decode, q6_tokens, &p, KB, sizeof(nb_block_q8_k), 1, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);
+}
+
 #define KQ_TMAX 2
 #define KQ_ISA avx2
+#define KQ_PANEL_q6_k_batch q6_panel_gemm
 static inline __m256i kq_dot16(__m256i acc, __m256i pairs, __m256i scales) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, scales));
 }

@@ -19,6 +19,7 @@
 #include "formats/blocks.h"
 #include "formats/codes.h"
 #include "kernels/x86/avx2/avx2.h"
+#include "kernels/x86/avx2/panel.h"
 
 typedef struct {
     __m256i q; /* 32 signed weights, element order */
@@ -166,6 +167,74 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int ub, int f
         }
 }
 
+/* GEMM of the 8-lane types with many tokens (panel.h): a chunk of PU units of 8 rows. */
+#define PU 32 /* 8 KiB of codes and 1 KiB of scales */
+typedef struct {
+    __m256i q[PU][8]; /* q[u][k] dword r: row r's weights 4k..4k+3 of unit u */
+    __m256 s[PU];     /* the 8 rows' scales of unit u */
+} panel;
+
+static inline __attribute__((always_inline)) void panel_decode(dec_fn dec, const uint8_t *w, size_t ws, int rows,
+                                                               int64_t u0, int un, panel *p) {
+    for (int u = 0; u < un; u++) {
+        __m256i v[NB_PANEL_R];
+        float s[NB_PANEL_R];
+        for (int r = 0; r < NB_PANEL_R; r++) {
+            if (r < rows) {
+                const unit x = dec(w + (size_t)r * ws, u0 + u);
+                v[r] = x.q;
+                s[r] = _mm256_cvtss_f32(x.s);
+            } else
+                v[r] = _mm256_setzero_si256(), s[r] = 0;
+        }
+        nb_transpose8(v);
+        for (int k = 0; k < 8; k++) _mm256_store_si256(&p->q[u][k], v[k]);
+        p->s[u] = _mm256_loadu_ps(s);
+    }
+}
+
+/* Per unit, lane and token: vpsignb, vpmaddubsw, vpmaddwd, a conversion and an fma for 8 rows,
+ * and one multiply for the 8 rows' scale products per unit and token (the tiles: 6 instructions
+ * per row, plus the decode). */
+static inline __attribute__((always_inline)) void panel_tokens(int T, const void *pv, int un, const uint8_t *a,
+                                                               size_t as, __m256 acc[][8], int first) {
+    const panel *p = pv;
+    __m256 sc[PU][NB_PANEL_G]; /* the 8 rows' scale products of each unit and token */
+    for (int u = 0; u < un; u++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const nb_block_q8_0 *ab = (const nb_block_q8_0 *)(a + (size_t)t * as) + u;
+            sc[u][t] = _mm256_mul_ps(p->s[u], _mm256_set1_ps(_cvtsh_ss(ab->d)));
+        }
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int k = 0; k < 8; k++) {
+        __m256 c[NB_PANEL_G];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) c[t] = first ? _mm256_setzero_ps() : acc[t][k];
+        for (int u = 0; u < un; u++) {
+            const __m256i q = _mm256_load_si256(&p->q[u][k]), qa = _mm256_abs_epi8(q);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                int32_t g;
+                memcpy(&g, ((const nb_block_q8_0 *)(a + (size_t)t * as) + u)->qs + 4 * k, 4);
+                const __m256i av = _mm256_set1_epi32(g);
+                const __m256i pr = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(av, q)), ones);
+                c[t] = _mm256_fmadd_ps(sc[u][t], _mm256_cvtepi32_ps(pr), c[t]);
+            }
+        }
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[t][k] = c[t];
+    }
+}
+
+/* Tokens from which the panel beats the tiles (its decode and transpose cost about as much as the
+ * products of 4 tokens; 2048 x 640 Q8_0, 1 thread: tiles ahead at 4-12 tokens, panel at 32). */
+#define PANEL_MIN_TOKENS 16
+
+#define PANEL_DECODE(ty)                                                                                      \
+    static void panel_decode_##ty(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *p) {        \
+        panel_decode(dec_##ty, w, ws, rows, u0, un, p);                                                       \
+    }
 #define TILE(ty, R, T)                                                                                   \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
                                        size_t as, float *y, size_t ldy) {                                 \
@@ -173,14 +242,19 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int ub, int f
     }
 #define TILES_R(ty, R) TILE(ty, R, 1) TILE(ty, R, 2) TILE(ty, R, 3)
 #define KERNEL(ty, isa)                                                                                       \
-    TILES_R(ty, 1) TILES_R(ty, 2) TILES_R(ty, 3) TILES_R(ty, 4)                                               \
+    TILES_R(ty, 1) TILES_R(ty, 2) TILES_R(ty, 3) TILES_R(ty, 4) PANEL_DECODE(ty)                              \
     static const nb_avx2_tile_fn tiles_##ty[RMAX * TMAX] = {                                                  \
         tile_##ty##_1x1, tile_##ty##_1x2, tile_##ty##_1x3, tile_##ty##_2x1, tile_##ty##_2x2, tile_##ty##_2x3,   \
         tile_##ty##_3x1, tile_##ty##_3x2, tile_##ty##_3x3, tile_##ty##_4x1, tile_##ty##_4x2, tile_##ty##_4x3,   \
     };                                                                                                        \
     void nb_mm_##ty##_q8_0_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
                                 int64_t nt, float *y, size_t ldy) {                                          \
-        nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                            \
+        if (!ty##_fp4 && nt >= PANEL_MIN_TOKENS) {                                                            \
+            panel p;                                                                                          \
+            nb_panel_gemm(panel_decode_##ty, panel_tokens, &p, PU, sizeof(nb_block_q8_0), 8, n / 32, w, ws, a, as, \
+                          nr, nt, y, ldy);                                                                    \
+        } else                                                                                                \
+            nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                        \
     }
 
 #endif

@@ -1,0 +1,102 @@
+/*
+ * panel.h: the AVX2 GEMM driver of the 8-lane contracts (units.h: Q4_0, Q5_0, Q8_0;
+ * kquants_avx2.c: Q6_K) for many tokens.
+ *
+ * The tiles decode a weight unit once per 2-3 tokens and spend one register per row on the
+ * unit's 8 lanes, so with many tokens most of their instructions are decode, scale products and
+ * conversions per row. Here 8 rows at a time are decoded once into an L1 panel, transposed so
+ * that one register holds group k (4 weights) of a unit for all 8 rows (dword r = row r's
+ * elements 4k..4k+3), and every token meets that register with one vpbroadcastd of its 4
+ * activation bytes of group k. Dword r is then lane k of row r's dot, so the contract's lane
+ * chain (kernels.h) runs for 8 rows per instruction, and the lanes being independent chains,
+ * lane k runs over all units before lane k+1: one accumulator per token is live, so a register
+ * tile holds NB_PANEL_G tokens, and the 8 lane results of a row are combined at the end by
+ * nb_lane_sum's tree across the 8 lane registers, elementwise, which is each row's own tree.
+ *
+ * A family supplies its panel (a chunk of `chunk` units of 8 rows), a decoder into it, and the
+ * token kernel (T tokens against a chunk, T a constant after inlining); the driver walks rows by
+ * 8, tokens by NB_PANEL_T, and units by chunks, keeping each token's 8 lane registers between
+ * the chunks of a long row. A one-lane contract (Q6_K in a batch: one chain per row, dword r of
+ * register 0) keeps its chain in acc[t][0] and is stored as it is (lanes = 1).
+ */
+#ifndef NB_KERNELS_X86_PANEL_H
+#define NB_KERNELS_X86_PANEL_H
+
+#include <string.h>
+
+#include "kernels/x86/avx2/avx2.h"
+
+#define NB_PANEL_R 8  /* rows per panel: the dwords of a register */
+#define NB_PANEL_T 64 /* tokens whose lane sums are kept between chunks of a long row: 16 KiB */
+#define NB_PANEL_G 4  /* tokens per register tile (6 and 8 measured the same) */
+
+/* out[k] dword r = v[r] dword k. */
+static inline void nb_transpose8(__m256i v[8]) {
+    __m256i t[8], h[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);     /* rows i, i+1: dwords 0 1 | 4 5 */
+        t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]); /* dwords 2 3 | 6 7 */
+    }
+    for (int i = 0; i < 8; i += 4)
+        for (int j = 0; j < 2; j++) {
+            h[i + 2 * j] = _mm256_unpacklo_epi64(t[i + j], t[i + j + 2]);     /* dword 2j | 2j+4 of 4 rows */
+            h[i + 2 * j + 1] = _mm256_unpackhi_epi64(t[i + j], t[i + j + 2]); /* dword 2j+1 | 2j+5 */
+        }
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_permute2x128_si256(h[k], h[k + 4], 0x20);
+        v[k + 4] = _mm256_permute2x128_si256(h[k], h[k + 4], 0x31);
+    }
+}
+
+/* nb_lane_sum's tree over the 8 lane registers: dword r = row r's result. */
+static inline __m256 nb_panel_reduce(const __m256 l[8]) {
+    const __m256 s0 = _mm256_add_ps(l[0], l[4]), s1 = _mm256_add_ps(l[1], l[5]);
+    const __m256 s2 = _mm256_add_ps(l[2], l[6]), s3 = _mm256_add_ps(l[3], l[7]);
+    return _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3));
+}
+
+/* Decodes units u0..u0+un-1 of `rows` rows ws bytes apart into the panel (rows missing from the
+ * 8 as zero weights and scales: their lanes stay +0 and are never stored). */
+typedef void (*nb_panel_decode_fn)(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *panel);
+/* T tokens (activation rows as bytes apart, from the chunk's first unit) against the chunk's un
+ * units: acc[t][k] continued from its value, or from +0 when first. */
+typedef void (*nb_panel_tokens_fn)(int T, const void *panel, int un, const uint8_t *a, size_t as, __m256 acc[][8],
+                                   int first);
+
+/* nr rows x nt tokens of nu units, chunk units per panel, unit_bytes activation bytes per unit,
+ * lanes 8 (the tree) or 1. */
+static inline __attribute__((always_inline)) void nb_panel_gemm(nb_panel_decode_fn decode, nb_panel_tokens_fn tokens,
+                                                                void *panel, int chunk, size_t unit_bytes, int lanes,
+                                                                int64_t nu, const uint8_t *w, size_t ws,
+                                                                const uint8_t *a, size_t as, int64_t nr, int64_t nt,
+                                                                float *y, size_t ldy) {
+    __m256 acc[NB_PANEL_T][8];
+    for (int64_t r0 = 0; r0 < nr; r0 += NB_PANEL_R) {
+        const int rows = nr - r0 < NB_PANEL_R ? (int)(nr - r0) : NB_PANEL_R;
+        for (int64_t t0 = 0; t0 < nt; t0 += NB_PANEL_T) {
+            const int tn = nt - t0 < NB_PANEL_T ? (int)(nt - t0) : NB_PANEL_T;
+            for (int64_t u0 = 0; u0 < nu; u0 += chunk) {
+                const int un = nu - u0 < chunk ? (int)(nu - u0) : chunk;
+                /* a row that fits one chunk is decoded once for all tokens */
+                if (nu > chunk || t0 == 0) decode(w + (size_t)r0 * ws, ws, rows, u0, un, panel);
+                const uint8_t *au = a + (size_t)t0 * as + (size_t)u0 * unit_bytes;
+                for (int t = 0; t < tn; t += NB_PANEL_G) {
+                    const uint8_t *at = au + (size_t)t * as;
+                    switch (tn - t < NB_PANEL_G ? tn - t : NB_PANEL_G) {
+                    case 1: tokens(1, panel, un, at, as, acc + t, u0 == 0); break;
+                    case 2: tokens(2, panel, un, at, as, acc + t, u0 == 0); break;
+                    case 3: tokens(3, panel, un, at, as, acc + t, u0 == 0); break;
+                    default: tokens(NB_PANEL_G, panel, un, at, as, acc + t, u0 == 0);
+                    }
+                }
+            }
+            for (int t = 0; t < tn; t++) {
+                float out[NB_PANEL_R];
+                _mm256_storeu_ps(out, lanes == 1 ? acc[t][0] : nb_panel_reduce(acc[t]));
+                memcpy(y + (size_t)(t0 + t) * ldy + r0, out, sizeof(float) * (size_t)rows);
+            }
+        }
+    }
+}
+
+#endif
