@@ -83,7 +83,7 @@ const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES] = {
     Q8(Q8_0, q8_0, mmf_q8_0, 8),
     Q8(MXFP4, mxfp4, mmf_mxfp4, 4),
     Q8(NVFP4, nvfp4, mmf_nvfp4, 4),
-    QKB(Q4_K, q4_k, "q4_K", mmf_q4_k, 4, 4, 4),
+    QKB(Q4_K, q4_k, "q4_K", mmf_q4_k, 8, 4, 4),
     QK(Q5_K, q5_k, "q5_K", mmf_q5_k, 4),
     QKB(Q6_K, q6_k, "q6_K", mmf_q6_k, 8, 8, 1),
     FL(F32, f32),

@@ -1,7 +1,7 @@
 /*
  * kquants_avx2.c: the AVX2 Q4_K, Q5_K and Q6_K kernels (body in kquants.h): 16 registers hold
- * tiles of up to 4 rows x 2 tokens; the scale multiply is vpmaddwd then an add. Q6_K's GEMM of
- * many tokens (its batch order) goes through an 8-row panel instead (panel.h, below).
+ * tiles of up to 4 rows x 2 tokens; the scale multiply is vpmaddwd then an add. The batch orders
+ * of Q6_K and Q4_K (kernels.h) go through 8-row panels instead from 16 tokens (panel.h, below).
  */
 #include <immintrin.h>
 
@@ -103,14 +103,123 @@ static inline __attribute__((always_inline)) void q6_tokens(int T, const void *p
 static void q6_panel_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
                           float *y, size_t ldy) {
     q6_panel p;
-    nb_panel_gemm(q6_decode, q6_tokens, &p, KB, sizeof(nb_block_q8_k), 1, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);
+    nb_panel_gemm(q6_decode, q6_tokens, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_ONE, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);
 }
 
 #define KQ_TMAX 2
 #define KQ_ISA avx2
 #define KQ_PANEL_q6_k_batch q6_panel_gemm
+static void q4k_panel_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                           float *y, size_t ldy);
+#define KQ_PANEL_q4_k_batch q4k_panel_gemm
 static inline __m256i kq_dot16(__m256i acc, __m256i pairs, __m256i scales) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, scales));
 }
 
 #include "kernels/x86/avx2/kquants.h"
+
+/* Q4_K panel (after kquants.h for k_scales): KB blocks of 8 rows, the codes unsigned (0..15, so
+ * vpmaddubsw takes them as they are), each 32-element group's scale as the 8 rows' int16 pairs,
+ * each 64 elements' two minimums as one int16 pair per row. */
+typedef struct {
+    __m256i q[KB][8][8]; /* [block][group g][lane k] dword r: row r's codes 32g+4k..32g+4k+3 */
+    __m256i s[KB][8];    /* [block][group g] dword r: row r's scale g in both words */
+    __m256i m[KB][4];    /* [block][64 elements c] dword r: row r's minimums 2c, 2c+1 */
+    __m256 d[KB], dmin[KB];
+} q4k_panel;
+
+static void q4k_decode(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
+    q4k_panel *p = pv;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int i = 0; i < nb; i++) {
+        __m256i sc[NB_PANEL_R], mn[NB_PANEL_R];
+        float d[NB_PANEL_R], dmin[NB_PANEL_R];
+        for (int r = 0; r < NB_PANEL_R; r++) {
+            if (r < rows) {
+                const nb_block_q4_k *b = (const nb_block_q4_k *)(w + (size_t)r * ws) + i0 + i;
+                for (int c = 0; c < 4; c++) {
+                    const __m256i qv = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+                    p->q[i][2 * c][r] = _mm256_and_si256(qv, m4);
+                    p->q[i][2 * c + 1][r] = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+                }
+                __m128i sc8, m8;
+                k_scales(b->scales, &sc8, &m8);
+                const __m256i s32 = _mm256_cvtepu8_epi32(sc8);
+                sc[r] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+                mn[r] = _mm256_castsi128_si256(_mm_cvtepu8_epi16(m8)); /* dword c: m_2c | m_2c+1 << 16 */
+                d[r] = _cvtsh_ss(b->d), dmin[r] = _cvtsh_ss(b->dmin);
+            } else {
+                for (int g = 0; g < 8; g++) p->q[i][g][r] = _mm256_setzero_si256();
+                sc[r] = mn[r] = _mm256_setzero_si256(), d[r] = dmin[r] = 0;
+            }
+        }
+        for (int g = 0; g < 8; g++) nb_transpose8(p->q[i][g]);
+        nb_transpose8(sc);
+        nb_transpose8(mn);
+        for (int g = 0; g < 8; g++) p->s[i][g] = sc[g];
+        for (int c = 0; c < 4; c++) p->m[i][c] = mn[c];
+        p->d[i] = _mm256_loadu_ps(d), p->dmin[i] = _mm256_loadu_ps(dmin);
+    }
+}
+
+/* The batch order (kernels.h): per 64 elements c, row and token the exact scaled sum and the two
+ * minimums' m_2c*B_2c + m_2c+1*B_2c+1 (B_j: the activation's 32-element sums), then the two
+ * chains per row, acc[t][0] and acc[t][1]. Per group of 4 elements and token: a broadcast,
+ * vpmaddubsw, vpmaddwd and an add for 8 rows. */
+static inline __attribute__((always_inline)) void q4k_tokens(int T, const void *pv, int nb, const uint8_t *a,
+                                                             size_t as, __m256 acc[][8], int first) {
+    const q4k_panel *p = pv;
+    __m256 c0[NB_PANEL_G], c1[NB_PANEL_G];
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) {
+        c0[t] = first ? _mm256_setzero_ps() : acc[t][0];
+        c1[t] = first ? _mm256_setzero_ps() : acc[t][1];
+    }
+    for (int i = 0; i < nb; i++) {
+        const nb_block_q8_k *ab[NB_PANEL_G];
+        int32_t bp[NB_PANEL_G][4]; /* c: B_2c | B_2c+1 << 16, B_j = bsums[2j] + bsums[2j+1] */
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
+            _mm_storeu_si128((__m128i *)bp[t], _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)ab[t]->bsums),
+                                                              _mm_loadu_si128((const __m128i *)ab[t]->bsums + 1)));
+        }
+        #pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256i isum[NB_PANEL_G];
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
+            #pragma GCC unroll 2
+            for (int g = 2 * c; g < 2 * c + 2; g++) {
+                const __m256i s = _mm256_load_si256(&p->s[i][g]);
+                #pragma GCC unroll 8
+                for (int k = 0; k < 8; k++) {
+                    const __m256i q = _mm256_load_si256(&p->q[i][g][k]);
+                    #pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) {
+                        int32_t v;
+                        memcpy(&v, ab[t]->qs + 32 * g + 4 * k, 4);
+                        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_set1_epi32(v)), s));
+                    }
+                }
+            }
+            const __m256i mc = _mm256_load_si256(&p->m[i][c]);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                const __m256 da = _mm256_set1_ps(ab[t]->d);
+                const __m256i ms = _mm256_madd_epi16(mc, _mm256_set1_epi32(bp[t][c]));
+                c0[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->d[i], da), _mm256_cvtepi32_ps(isum[t]), c0[t]);
+                c1[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->dmin[i], da), _mm256_cvtepi32_ps(ms), c1[t]);
+            }
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) acc[t][0] = c0[t], acc[t][1] = c1[t];
+}
+
+static void q4k_panel_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                           float *y, size_t ldy) {
+    q4k_panel p;
+    nb_panel_gemm(q4k_decode, q4k_tokens, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_MINUS, n / NB_QK_K, w, ws, a, as, nr,
+                  nt, y, ldy);
+}

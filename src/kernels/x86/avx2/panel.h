@@ -16,8 +16,9 @@
  * A family supplies its panel (a chunk of `chunk` units of 8 rows), a decoder into it, and the
  * token kernel (T tokens against a chunk, T a constant after inlining); the driver walks rows by
  * 8, tokens by NB_PANEL_T, and units by chunks, keeping each token's 8 lane registers between
- * the chunks of a long row. A one-lane contract (Q6_K in a batch: one chain per row, dword r of
- * register 0) keeps its chain in acc[t][0] and is stored as it is (lanes = 1).
+ * the chunks of a long row. The batch orders of Q6_K and Q4_K have one chain per row (dword r of
+ * acc[t][0]), Q4_K a second for its minimum (acc[t][1]): stored as acc[t][0], or acc[t][0] -
+ * acc[t][1] (NB_PANEL_ONE, NB_PANEL_MINUS instead of NB_PANEL_TREE).
  */
 #ifndef NB_KERNELS_X86_PANEL_H
 #define NB_KERNELS_X86_PANEL_H
@@ -29,6 +30,7 @@
 #define NB_PANEL_R 8  /* rows per panel: the dwords of a register */
 #define NB_PANEL_T 64 /* tokens whose lane sums are kept between chunks of a long row: 16 KiB */
 #define NB_PANEL_G 4  /* tokens per register tile (6 and 8 measured the same) */
+enum { NB_PANEL_TREE, NB_PANEL_ONE, NB_PANEL_MINUS }; /* how a token's registers make its 8 results */
 
 /* out[k] dword r = v[r] dword k. */
 static inline void nb_transpose8(__m256i v[8]) {
@@ -64,9 +66,9 @@ typedef void (*nb_panel_tokens_fn)(int T, const void *panel, int un, const uint8
                                    int first);
 
 /* nr rows x nt tokens of nu units, chunk units per panel, unit_bytes activation bytes per unit,
- * lanes 8 (the tree) or 1. */
+ * out one of NB_PANEL_TREE, _ONE, _MINUS. */
 static inline __attribute__((always_inline)) void nb_panel_gemm(nb_panel_decode_fn decode, nb_panel_tokens_fn tokens,
-                                                                void *panel, int chunk, size_t unit_bytes, int lanes,
+                                                                void *panel, int chunk, size_t unit_bytes, int out,
                                                                 int64_t nu, const uint8_t *w, size_t ws,
                                                                 const uint8_t *a, size_t as, int64_t nr, int64_t nt,
                                                                 float *y, size_t ldy) {
@@ -91,9 +93,10 @@ static inline __attribute__((always_inline)) void nb_panel_gemm(nb_panel_decode_
                 }
             }
             for (int t = 0; t < tn; t++) {
-                float out[NB_PANEL_R];
-                _mm256_storeu_ps(out, lanes == 1 ? acc[t][0] : nb_panel_reduce(acc[t]));
-                memcpy(y + (size_t)(t0 + t) * ldy + r0, out, sizeof(float) * (size_t)rows);
+                float v[NB_PANEL_R];
+                _mm256_storeu_ps(v, out == NB_PANEL_TREE ? nb_panel_reduce(acc[t])
+                                    : out == NB_PANEL_ONE ? acc[t][0] : _mm256_sub_ps(acc[t][0], acc[t][1]));
+                memcpy(y + (size_t)(t0 + t) * ldy + r0, v, sizeof(float) * (size_t)rows);
             }
         }
     }

@@ -251,7 +251,7 @@ static inline __attribute__((always_inline)) void panel_tokens(int T, const void
                                 int64_t nt, float *y, size_t ldy) {                                          \
         if (!ty##_fp4 && nt >= PANEL_MIN_TOKENS) {                                                            \
             panel p;                                                                                          \
-            nb_panel_gemm(panel_decode_##ty, panel_tokens, &p, PU, sizeof(nb_block_q8_0), 8, n / 32, w, ws, a, as, \
+            nb_panel_gemm(panel_decode_##ty, panel_tokens, &p, PU, sizeof(nb_block_q8_0), NB_PANEL_TREE, n / 32, w, ws, a, as, \
                           nr, nt, y, ldy);                                                                    \
         } else                                                                                                \
             nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                        \
