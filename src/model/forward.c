@@ -37,19 +37,25 @@ static void rmsnorm(float *y, const float *x, const float *w, int n, float eps) 
     for (int i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
 
-/* NEOX rotation of one head: element i pairs with i + d/2. Angles as ggml builds its cache:
- * theta_i = pos * base^(-2i/d) by repeated multiplication in float; each rotated value with the
- * first product fused, as llama.cpp's x86 build compiles a*c - b*s (the queries' and keys' fp16
- * rounding shows a one-ulp difference at a few positions in a hundred). */
-static void rope_neox(float *x, int d, int pos, float base) {
+/* NEOX rotation angles of a position, as ggml builds its cache: theta_i = pos * base^(-2i/d) by
+ * repeated multiplication in float; cs[2i] = cos, cs[2i+1] = sin. */
+static void rope_angles(float *cs, int d, int pos, float base) {
     const float step = powf(base, -2.0f / (float)d);
     float theta = (float)pos;
     for (int i = 0; i < d / 2; i++) {
-        const float c = cosf(theta), s = sinf(theta);
-        const float a = x[i], b = x[i + d / 2];
+        cs[2 * i] = cosf(theta), cs[2 * i + 1] = sinf(theta);
+        theta *= step;
+    }
+}
+
+/* NEOX rotation of one head: element i pairs with i + d/2; each rotated value with the first
+ * product fused, as llama.cpp's x86 build compiles a*c - b*s (the queries' and keys' fp16
+ * rounding shows a one-ulp difference at a few positions in a hundred). */
+static void rope_neox(float *x, int d, const float *cs) {
+    for (int i = 0; i < d / 2; i++) {
+        const float c = cs[2 * i], s = cs[2 * i + 1], a = x[i], b = x[i + d / 2];
         x[i] = fmaf(a, c, -(b * s));
         x[i + d / 2] = fmaf(a, s, b * c);
-        theta *= step;
     }
 }
 
@@ -162,17 +168,19 @@ static void qk_prepare(void *arg, int64_t t0, int64_t t1) {
     const nb_layer *L = &m->layers[b->il];
     const int D = in->head_dim, HQ = in->n_head, HK = in->n_head_kv;
     const float base = L->sliding ? in->rope_base_local : in->rope_base;
+    float cs[NB_MAX_HEAD_DIM]; /* the position's angles, shared by its heads */
     for (int64_t t = t0; t < t1; t++) {
         const int pos = b->pos0 + (int)t;
         float *q = c->q + t * HQ * D, *k = c->k + t * HK * D, *v = c->v + t * HK * D;
+        rope_angles(cs, D, pos, base);
         for (int h = 0; h < HQ; h++) {
             rmsnorm(q + h * D, q + h * D, L->q_norm, D, in->rms_eps);
-            rope_neox(q + h * D, D, pos, base);
+            rope_neox(q + h * D, D, cs);
             for (int i = 0; i < D; i++) q[h * D + i] *= m->attn_scale;
         }
         for (int g = 0; g < HK; g++) {
             rmsnorm(k + g * D, k + g * D, L->k_norm, D, in->rms_eps);
-            rope_neox(k + g * D, D, pos, base);
+            rope_neox(k + g * D, D, cs);
             /* the cache holds F32 copies or F16 values (RNE), as llama.cpp's cache copy makes them */
             nb_quantize(c->kv_type, k + g * D, kv_head(c, c->k_cache, b->il, g) + (size_t)pos * c->kv_row_bytes, D);
             uint8_t *vt = kv_head(c, c->v_cache, b->il, g);

@@ -17,7 +17,6 @@
 /* Bounds that keep every product of hyperparameters far from overflow and refuse absurd files. */
 #define MAX_WIDTH (1 << 16)
 #define MAX_HEADS 1024
-#define MAX_HEAD_DIM 1024
 #define MAX_VOCAB (1 << 22)
 
 static nb_status get_arch_u32(const nb_gguf *g, const char *arch, const char *key, int lo, int hi, int *out) {
@@ -140,11 +139,11 @@ static nb_status load_hparams(nb_model *m) {
         (s = get_arch_u32(g, arch, "feed_forward_length", 1, 8 * MAX_WIDTH, &in->n_ff)) ||
         (s = get_arch_u32(g, arch, "attention.head_count", 1, MAX_HEADS, &in->n_head)) ||
         (s = get_arch_u32(g, arch, "attention.head_count_kv", 1, MAX_HEADS, &in->n_head_kv)) ||
-        (s = get_arch_u32(g, arch, "attention.key_length", 2, MAX_HEAD_DIM, &in->head_dim)) ||
+        (s = get_arch_u32(g, arch, "attention.key_length", 2, NB_MAX_HEAD_DIM, &in->head_dim)) ||
         (s = get_arch_u32(g, arch, "context_length", 1, 1 << 24, &in->n_ctx_train)))
         return s;
     int vdim;
-    if ((s = get_arch_u32(g, arch, "attention.value_length", 2, MAX_HEAD_DIM, &vdim))) return s;
+    if ((s = get_arch_u32(g, arch, "attention.value_length", 2, NB_MAX_HEAD_DIM, &vdim))) return s;
     if (vdim != in->head_dim || in->head_dim % 2)
         return nb_fail(NB_ERR_UNSUPPORTED, "model: key_length %d and value_length %d must be equal and even",
                        in->head_dim, vdim);

@@ -11,6 +11,7 @@
 #include "nibble.h"
 
 #define NB_MAX_LAYERS 256
+#define NB_MAX_HEAD_DIM 1024 /* attention.key_length and value_length, checked at load */
 
 typedef struct nb_weight {
     const char *name;  /* GGUF tensor name */

@@ -105,15 +105,29 @@ static inline __attribute__((always_inline)) void tile_f16_vec(int R, int T, int
                 for (int t = 0; t < T; t++)
                     acc[t][j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps((const float *)(a + (size_t)t * as) + i + 8 * j), acc[t][j]);
             }
+        /* lanes m + (m+4) of each token's (0+2)+(1+3), then one vphaddps tree for the tokens:
+         * lane t of the result is ((u0+u1)+(u2+u3)) of token t */
+        __m128 u[4];
+        #pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+            if (t < T) {
+                const __m256 s = _mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][2]), _mm256_add_ps(acc[t][1], acc[t][3]));
+                u[t] = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+            } else {
+                u[t] = _mm_setzero_ps();
+            }
+        }
+        float v[4];
+        _mm_storeu_ps(v, _mm_hadd_ps(_mm_hadd_ps(u[0], u[1]), _mm_hadd_ps(u[2], u[3])));
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            const __m256 s = _mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][2]), _mm256_add_ps(acc[t][1], acc[t][3]));
-            __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-            h = _mm_hadd_ps(h, h);
-            double sum = _mm_cvtss_f32(_mm_hadd_ps(h, h));
-            const float *at = (const float *)(a + (size_t)t * as);
-            for (int64_t i = np; i < n; i++) sum += (double)(one_f16(wr, i) * at[i]);
-            y[(size_t)t * ldy + (size_t)r * rs] = (float)sum;
+            if (np < n) { /* the elements past the last 32, added in double */
+                double sum = v[t];
+                const float *at = (const float *)(a + (size_t)t * as);
+                for (int64_t i = np; i < n; i++) sum += (double)(one_f16(wr, i) * at[i]);
+                v[t] = (float)sum;
+            }
+            y[(size_t)t * ldy + (size_t)r * rs] = v[t];
         }
     }
 }
