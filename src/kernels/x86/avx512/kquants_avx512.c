@@ -130,6 +130,17 @@ static inline __attribute__((always_inline)) void kq_gemv_q4_k(int nr, int64_t n
     for (int r = 0; r < nr; r++) y[(size_t)r * rs] = v[r];
 }
 
+/* Dword m of each 128-bit lane in all four of its dwords. vpshufd takes an immediate, which an
+ * unrolled loop's m only becomes when the optimizer folds it: spelled out for any -O. */
+static inline __m256i dword_in_lanes(__m256i v, int m) {
+    switch (m) {
+    case 0: return _mm256_shuffle_epi32(v, 0x00);
+    case 1: return _mm256_shuffle_epi32(v, 0x55);
+    case 2: return _mm256_shuffle_epi32(v, 0xAA);
+    default: return _mm256_shuffle_epi32(v, 0xFF);
+    }
+}
+
 static inline __attribute__((always_inline)) void kq_gemv_q6_k(int nr, int64_t nb, const uint8_t *w, size_t ws,
                                                                size_t rs, const uint8_t *a, float *y) {
     const uint8_t *p[GR];
@@ -183,7 +194,7 @@ static inline __attribute__((always_inline)) void kq_gemv_q6_k(int nr, int64_t n
                     const __m256i lo = _mm256_dpbusd_epi32(z, q[g], _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * G)));
                     const __m256i hi = _mm256_dpbusd_epi32(z, q[g + 1], _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * G + 32)));
                     const __m256i pair = _mm256_ternarylogic_epi32(lo, _mm256_set1_epi32(0xffff), _mm256_slli_epi32(hi, 16), 0xEA);
-                    const __m256i sp = _mm256_shuffle_epi32(s16, (_MM_PERM_ENUM)((G / 2) * 0x55));
+                    const __m256i sp = dword_in_lanes(s16, G / 2);
                     if (h)
                         i1 = _mm256_dpwssd_epi32(i1, pair, sp);
                     else
