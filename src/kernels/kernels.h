@@ -28,9 +28,13 @@
  *    msum = sum_j m_j*(bsums[2j]+bsums[2j+1]).
  *  - The result is nb_lane_sum(acc) (Q4_K: acc) (- macc): the fixed tree the AVX2 horizontal
  *    sum uses.
+ *  - In a batch (nb_kernel.mm_batch): Q4_K keeps one lane but takes one fma per 64 elements, for
+ *    the sums and for the minimum (msum over the two 32-element groups); Q6_K one lane per
+ *    block, the weight's scale first: acc = fma(d * (float)isum, da, acc).
  *  These are the orders of the llama.cpp build the parity tests compare with (AVX2): its
- *  vec_dot for Q4_0/Q5_0/Q8_0/Q5_K/Q6_K and, for Q4_K, the GEMV of the 8-row interleaved copy it
- *  makes of every Q4_K matrix ("repack"), so that single-token products match it bit for bit.
+ *  vec_dot for Q4_0/Q5_0/Q8_0/Q5_K/Q6_K (tinyBLAS, for batches of Q4_0/Q5_0/Q8_0, has the same
+ *  lanes), for Q4_K the GEMV and GEMM of the 8-row interleaved copy it makes of every Q4_K matrix
+ *  ("repack"), for Q6_K batches its tiled kernel; so nibble's products match it bit for bit.
  *  Integer sums are exact in any order, fma is correctly rounded, so any ISA that follows these
  *  steps reproduces the reference exactly. Float routes (f32 activations) only promise a
  *  tolerance (docs/KERNELS.md).
