@@ -437,7 +437,9 @@ void nb_ctx_free(nb_ctx *c);
 /* Appends n tokens at positions pos .. pos+n-1 (batched by n_batch). logits: NULL for none; else
  * n_vocab floats of the last token, or n*n_vocab (one row per token) when all_logits. Refuses
  * (NB_ERR_RANGE, nothing changed) when the tokens would not fit in n_ctx, and token ids outside
- * the vocabulary. */
+ * the vocabulary. Results do not depend on the thread count; like llama.cpp's, they depend on the
+ * batches (a batch sums in other orders than single tokens: docs/KERNELS.md), and equal
+ * llama.cpp's for the same batches. */
 nb_status nb_ctx_eval(nb_ctx *c, const int32_t *tokens, int n, float *logits, int all_logits);
 /* An observer sees the input activations of every weight matrix product, before it runs: the
  * tensor's GGUF name, x as n_tok rows of n_in floats (nibble imatrix collects its statistics this
