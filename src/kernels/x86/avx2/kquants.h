@@ -260,20 +260,10 @@ KQ_TILE_OF(q5_k, tile_q45_k(1, 0, R, T, nb, w, ws, rs, a, as, y, ldy))
 KQ_TILE_OF(q6_k, tile_q6_k_in(0, R, T, nb, w, ws, rs, a, as, y, ldy))
 KQ_TILE_OF(q6_k_batch, tile_q6_k_in(1, R, T, nb, w, ws, rs, a, as, y, ldy))
 
-/* A family's GEMM of many tokens, when the including file supplies one (an nb_mm_fn, named by
- * KQ_PANEL_<family>; AVX2: Q6_K's batch order through panel.h), taken from KQ_PANEL_MIN_TOKENS
- * tokens. */
-#ifndef KQ_PANEL_q4_k
-#define KQ_PANEL_q4_k NULL
-#endif
+/* The batch orders' GEMM of many tokens, when the including file supplies one (an nb_mm_fn named
+ * KQ_PANEL_<family>; AVX2: panel.h's 8-row panels), taken from KQ_PANEL_MIN_TOKENS tokens. */
 #ifndef KQ_PANEL_q4_k_batch
 #define KQ_PANEL_q4_k_batch NULL
-#endif
-#ifndef KQ_PANEL_q5_k
-#define KQ_PANEL_q5_k NULL
-#endif
-#ifndef KQ_PANEL_q6_k
-#define KQ_PANEL_q6_k NULL
 #endif
 #ifndef KQ_PANEL_q6_k_batch
 #define KQ_PANEL_q6_k_batch NULL
@@ -296,22 +286,22 @@ KQ_TILE_OF(q6_k_batch, tile_q6_k_in(1, R, T, nb, w, ws, rs, a, as, y, ldy))
 #else
 #error "KQ_TMAX is 2 or 4"
 #endif
-#define KERNEL(ty)                                                                                        \
+#define KERNEL(ty, panel_fn)                                                                              \
     TILES_R(ty, 1) TILES_R(ty, 2) TILES_R(ty, 3) TILES_R(ty, 4)                                           \
     static const nb_avx2_tile_fn tiles_##ty[RMAX * TMAX] = {ROW(ty, 1), ROW(ty, 2), ROW(ty, 3), ROW(ty, 4)}; \
     void KQ_NAME(ty, KQ_ISA)(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
                              int64_t nt, float *y, size_t ldy) {                                         \
-        const nb_mm_fn panel = KQ_PANEL_##ty;                                                             \
+        const nb_mm_fn panel = panel_fn;                                                                  \
         if (panel && nt >= KQ_PANEL_MIN_TOKENS)                                                           \
             panel(n, w, ws, a, as, nr, nt, y, ldy);                                                       \
         else                                                                                              \
             nb_avx2_tile_loop(tiles_##ty, TMAX, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);               \
     }
 
-KERNEL(q4_k)
-KERNEL(q4_k_batch)
-KERNEL(q5_k)
-KERNEL(q6_k)
-KERNEL(q6_k_batch)
+KERNEL(q4_k, NULL)
+KERNEL(q4_k_batch, KQ_PANEL_q4_k_batch)
+KERNEL(q5_k, NULL)
+KERNEL(q6_k, NULL)
+KERNEL(q6_k_batch, KQ_PANEL_q6_k_batch)
 
 #endif
