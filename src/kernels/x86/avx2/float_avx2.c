@@ -70,7 +70,7 @@ BLOCKS_F32(q5_k, Q5_K)
 BLOCKS_F32(q6_k, Q6_K)
 
 /* rows per tile r: 8 for the types whose GEMM goes through panel.h's 8-row panels */
-#define Q8(t, s, f, r) [NB_TYPE_##t] = {NB_TYPE_Q8_0, nb_mm_##s##_q8_0_avx2, f, "avx2 " #s " x q8_0", "avx2 " #s " x f32", r}
+#define Q8(t, s, f, r, act) [NB_TYPE_##t] = {act, nb_mm_##s##_q8_0_avx2, f, "avx2 " #s " x q8_0", "avx2 " #s " x f32", r}
 #define QK(t, s, n, f, r) [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx2, f, "avx2 " n " x q8_K", "avx2 " n " x f32", r}
 #define QKB(t, s, n, f, r, bmin, bgroup)                                                                         \
     [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx2, f, "avx2 " n " x q8_K", "avx2 " n " x f32", r, NULL, \
@@ -78,11 +78,11 @@ BLOCKS_F32(q6_k, Q6_K)
 #define FL(t, s) [NB_TYPE_##t] = {NB_TYPE_F32, nb_mm_##s##_f32_avx2, nb_mm_##s##_f32_avx2, "avx2 " #s " x f32", "avx2 " #s " x f32", 4}
 
 const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES] = {
-    Q8(Q4_0, q4_0, mmf_q4_0, 8),
-    Q8(Q5_0, q5_0, mmf_q5_0, 8),
-    Q8(Q8_0, q8_0, mmf_q8_0, 8),
-    Q8(MXFP4, mxfp4, mmf_mxfp4, 4),
-    Q8(NVFP4, nvfp4, mmf_nvfp4, 4),
+    Q8(Q4_0, q4_0, mmf_q4_0, 8, NB_ACT_Q8_0X),
+    Q8(Q5_0, q5_0, mmf_q5_0, 8, NB_ACT_Q8_0X),
+    Q8(Q8_0, q8_0, mmf_q8_0, 8, NB_TYPE_Q8_0),
+    Q8(MXFP4, mxfp4, mmf_mxfp4, 4, NB_TYPE_Q8_0),
+    Q8(NVFP4, nvfp4, mmf_nvfp4, 4, NB_TYPE_Q8_0),
     QKB(Q4_K, q4_k, "q4_K", mmf_q4_k, 8, 4, 4),
     QK(Q5_K, q5_k, "q5_K", mmf_q5_k, 4),
     QKB(Q6_K, q6_k, "q6_K", mmf_q6_k, 8, 8, 1),

@@ -28,9 +28,8 @@ typedef struct {
 
 /* 16 packed bytes -> low nibbles (elements 0..15) then high nibbles (16..31). */
 static inline __m256i nibbles(const uint8_t *p) {
-    __m128i b = _mm_loadu_si128((const __m128i *)p);
-    __m128i m = _mm_set1_epi8(15);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
+    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_and_si256(_mm256_srlv_epi32(b, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(15));
 }
 
 static inline __m256 fp16_bcast(uint16_t h) { return _mm256_set1_ps(_cvtsh_ss(h)); }
@@ -40,23 +39,32 @@ static inline __m256i e2m1_table(void) {
     return _mm256_set_m128i(t, t);
 }
 
-static inline unit dec_q4_0(const uint8_t *row, int64_t u) {
-    const nb_block_q4_0 *b = (const nb_block_q4_0 *)row + u;
-    return (unit){_mm256_sub_epi8(nibbles(b->qs), _mm256_set1_epi8(8)), fp16_bcast(b->d)};
-}
+/* Q4_0 and Q5_0 as unsigned codes c = w + (128 >> nsh): Q4_0's nibble (w + 8, nsh 4), Q5_0's
+ * five bits (w + 16, nsh 3). Their tiles (tile_u) take them as they are; the panels subtract the
+ * offset (dec_q4_0, dec_q5_0). */
+enum { q4_0_nsh = 4, q5_0_nsh = 3 };
+typedef __m256i (*ucode_fn)(const uint8_t *row, int64_t u);
 
-static inline unit dec_q5_0(const uint8_t *row, int64_t u) {
+static inline __m256i ucode_q4_0(const uint8_t *row, int64_t u) { return nibbles(((const nb_block_q4_0 *)row + u)->qs); }
+
+static inline __m256i ucode_q5_0(const uint8_t *row, int64_t u) {
     const nb_block_q5_0 *b = (const nb_block_q5_0 *)row + u;
     uint32_t qh;
     memcpy(&qh, b->qh, 4);
-    /* byte i <- byte i/8 of qh, then test bit i%8: 0xFF where the fifth bit is set */
-    __m256i x = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
-                                    _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
-    __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(x, bit), bit);
-    /* q - 16 = nibble when the bit is set, nibble - 16 (= nibble | 0xF0) when it is not */
-    __m256i q = _mm256_or_si256(nibbles(b->qs), _mm256_andnot_si256(set, _mm256_set1_epi8((char)0xF0)));
-    return (unit){q, fp16_bcast(b->d)};
+    /* byte i <- byte i/8 of qh, then test bit i%8: 16 where the fifth bit is set */
+    const __m256i x = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+                                          _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(x, bit), bit);
+    return _mm256_or_si256(nibbles(b->qs), _mm256_and_si256(set, _mm256_set1_epi8(16)));
+}
+
+static inline unit dec_q4_0(const uint8_t *row, int64_t u) {
+    return (unit){_mm256_sub_epi8(ucode_q4_0(row, u), _mm256_set1_epi8(8)), fp16_bcast(((const nb_block_q4_0 *)row + u)->d)};
+}
+
+static inline unit dec_q5_0(const uint8_t *row, int64_t u) {
+    return (unit){_mm256_sub_epi8(ucode_q5_0(row, u), _mm256_set1_epi8(16)), fp16_bcast(((const nb_block_q5_0 *)row + u)->d)};
 }
 
 static inline unit dec_q8_0(const uint8_t *row, int64_t u) {
@@ -109,6 +117,31 @@ static inline __m256i fp4_fold2(__m256i xa, __m256i xq, __m256i za, __m256i zq, 
     return _mm256_madd_epi16(f, _mm256_set1_epi16(1));
 }
 
+/* Scale of row r (a constant after inlining) in every lane: v holds the rows' scales in both
+ * 128-bit halves. */
+static inline __m256 row_scale(__m256 v, int r) {
+    switch (r) {
+    case 0: return _mm256_permute_ps(v, 0x00);
+    case 1: return _mm256_permute_ps(v, 0x55);
+    case 2: return _mm256_permute_ps(v, 0xAA);
+    default: return _mm256_permute_ps(v, 0xFF);
+    }
+}
+
+/* The fp16 scales (first field of every block type here) of R rows rstride bytes apart, at byte
+ * off of each, widened by one conversion: row r's in lane r of both 128-bit halves. */
+static inline __m256 row_scales(const uint8_t *w, size_t rstride, int R, size_t off) {
+    uint64_t d4 = 0;
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        uint16_t d;
+        memcpy(&d, w + (size_t)r * rstride + off, 2);
+        d4 |= (uint64_t)d << 16 * r;
+    }
+    const __m128 s4 = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)d4));
+    return _mm256_set_m128(s4, s4);
+}
+
 static inline __attribute__((always_inline)) void tile(dec_fn dec, int ub, int fp4, int R, int T, int64_t nu, const uint8_t *w,
                                                        size_t ws, size_t rs, const uint8_t *a, size_t as, float *y,
                                                        size_t ldy) {
@@ -131,6 +164,12 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int ub, int f
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++)
             _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + nb_prefetch_bytes(ub), _MM_HINT_T0);
+        __m256 sd[TMAX];
+        if (!fp4) {
+            const __m256 s8 = row_scales(w, ws * rs, R, u * ub);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) sd[t] = _mm256_mul_ps(s8, ad[t]);
+        }
         #pragma GCC unroll 8
         for (int j = 0; j < S; j++) {
             if (fp4) { /* rows 2j and 2j+1 (an odd last row pairs with itself; its twin is dropped) */
@@ -149,7 +188,7 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int ub, int f
                 for (int t = 0; t < T; t++) {
                     const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(aq[t], wv.q)),
                                                         _mm256_set1_epi16(1));
-                    acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(wv.s, ad[t]), _mm256_cvtepi32_ps(p), acc[j][t]);
+                    acc[j][t] = _mm256_fmadd_ps(row_scale(sd[t], j), _mm256_cvtepi32_ps(p), acc[j][t]);
                 }
             }
         }
@@ -165,6 +204,47 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int ub, int f
             } else
                 yt[(size_t)j * rs] = nb_avx2_lane_sum(acc[j][t]);
         }
+}
+
+/* The tile of Q4_0 and Q5_0 against NB_ACT_Q8_0X activations. vpmaddubsw takes the unsigned
+ * codes as they are (c <= 31 and |a| <= 127 keep its pair sums below 7900) and vpmaddwd's lane k
+ * plus nc[k] >> nsh = -(128 >> nsh) * sum4(a) is lane k of w*a exactly, so the lane values and
+ * the fma sequence are the sign trick's (tile) with two instructions per row and token fewer. The
+ * R rows' fp16 scales are gathered in a general register and widened by one conversion. */
+static inline __attribute__((always_inline)) void tile_u(ucode_fn code, int ub, int nsh, int R, int T, int64_t nu,
+                                                         const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
+                                                         size_t as, float *y, size_t ldy) {
+    __m256 acc[RMAX][TMAX];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t u = 0; u < nu; u++) {
+        if ((u & 1) == 0) /* two units (44 bytes at most) per prefetch of a row */
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+                _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + NB_PREFETCH_BYTES, _MM_HINT_T0);
+        __m256i q[RMAX];
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) q[r] = code(w + (size_t)r * rs * ws, u);
+        const __m256 s8 = row_scales(w, rs * ws, R, (size_t)u * ub);
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
+            const __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);
+            const __m256i nv = _mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)ab->nc), nsh);
+            const __m256 sd = _mm256_mul_ps(s8, _mm256_set1_ps(ab->d));
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; r++) {
+                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q[r], av), _mm256_set1_epi16(1)), nv);
+                acc[r][t] = _mm256_fmadd_ps(row_scale(sd, r), _mm256_cvtepi32_ps(p), acc[r][t]);
+            }
+        }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nb_avx2_lane_sum(acc[r][t]);
 }
 
 /* GEMM of the 8-lane types with many tokens (panel.h): a chunk of PU units of 8 rows. */
@@ -193,19 +273,24 @@ static inline __attribute__((always_inline)) void panel_decode(dec_fn dec, const
     }
 }
 
+/* Codes and scale of activation unit u of a token row: a Q8_0 block, or NB_ACT_Q8_0X's (x). */
+static inline const int8_t *act_codes(int x, const uint8_t *a, int64_t u) {
+    return x ? ((const nb_block_q8_0x *)a + u)->qs : ((const nb_block_q8_0 *)a + u)->qs;
+}
+static inline float act_scale(int x, const uint8_t *a, int64_t u) {
+    return x ? ((const nb_block_q8_0x *)a + u)->d : _cvtsh_ss(((const nb_block_q8_0 *)a + u)->d);
+}
+
 /* Per unit, lane and token: vpsignb, vpmaddubsw, vpmaddwd, a conversion and an fma for 8 rows,
  * and one multiply for the 8 rows' scale products per unit and token (the tiles: 6 instructions
- * per row, plus the decode). */
-static inline __attribute__((always_inline)) void panel_tokens(int T, const void *pv, int un, const uint8_t *a,
+ * per row, plus the decode). x: the activations are NB_ACT_Q8_0X. */
+static inline __attribute__((always_inline)) void panel_tokens(int x, int T, const void *pv, int un, const uint8_t *a,
                                                                size_t as, __m256 acc[][8], int first) {
     const panel *p = pv;
     __m256 sc[PU][NB_PANEL_G]; /* the 8 rows' scale products of each unit and token */
     for (int u = 0; u < un; u++)
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) {
-            const nb_block_q8_0 *ab = (const nb_block_q8_0 *)(a + (size_t)t * as) + u;
-            sc[u][t] = _mm256_mul_ps(p->s[u], _mm256_set1_ps(_cvtsh_ss(ab->d)));
-        }
+        for (int t = 0; t < T; t++) sc[u][t] = _mm256_mul_ps(p->s[u], _mm256_set1_ps(act_scale(x, a + (size_t)t * as, u)));
     const __m256i ones = _mm256_set1_epi16(1);
     for (int k = 0; k < 8; k++) {
         __m256 c[NB_PANEL_G];
@@ -216,7 +301,7 @@ static inline __attribute__((always_inline)) void panel_tokens(int T, const void
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
                 int32_t g;
-                memcpy(&g, ((const nb_block_q8_0 *)(a + (size_t)t * as) + u)->qs + 4 * k, 4);
+                memcpy(&g, act_codes(x, a + (size_t)t * as, u) + 4 * k, 4);
                 const __m256i av = _mm256_set1_epi32(g);
                 const __m256i pr = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(av, q)), ones);
                 c[t] = _mm256_fmadd_ps(sc[u][t], _mm256_cvtepi32_ps(pr), c[t]);
@@ -225,6 +310,14 @@ static inline __attribute__((always_inline)) void panel_tokens(int T, const void
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) acc[t][k] = c[t];
     }
+}
+static inline __attribute__((always_inline)) void panel_tokens_q8_0(int T, const void *pv, int un, const uint8_t *a,
+                                                                    size_t as, __m256 acc[][8], int first) {
+    panel_tokens(0, T, pv, un, a, as, acc, first);
+}
+static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, const void *pv, int un, const uint8_t *a,
+                                                                     size_t as, __m256 acc[][8], int first) {
+    panel_tokens(1, T, pv, un, a, as, acc, first);
 }
 
 /* Tokens from which the panel beats the tiles (its decode and transpose cost about as much as the
@@ -235,14 +328,23 @@ static inline __attribute__((always_inline)) void panel_tokens(int T, const void
     static void panel_decode_##ty(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *p) {        \
         panel_decode(dec_##ty, w, ws, rows, u0, un, p);                                                       \
     }
-#define TILE(ty, R, T)                                                                                   \
+/* A tile R x T of type ty: by the sign trick against Q8_0 (TILE_S) or of unsigned codes against
+ * NB_ACT_Q8_0X (TILE_U). */
+#define TILE_S(ty, R, T)                                                                                 \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
                                        size_t as, float *y, size_t ldy) {                                 \
         tile(dec_##ty, ty##_unit_bytes, ty##_fp4, R, T, nu, w, ws, rs, a, as, y, ldy);                    \
     }
-#define TILES_R(ty, R) TILE(ty, R, 1) TILE(ty, R, 2) TILE(ty, R, 3)
-#define KERNEL(ty, isa)                                                                                       \
-    TILES_R(ty, 1) TILES_R(ty, 2) TILES_R(ty, 3) TILES_R(ty, 4) PANEL_DECODE(ty)                              \
+#define TILE_U(ty, R, T)                                                                                 \
+    static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
+                                       size_t as, float *y, size_t ldy) {                                 \
+        tile_u(ucode_##ty, ty##_unit_bytes, ty##_nsh, R, T, nu, w, ws, rs, a, as, y, ldy);                \
+    }
+#define TILES_R(TILE, ty, R) TILE(ty, R, 1) TILE(ty, R, 2) TILE(ty, R, 3)
+/* The kernel of type ty: tiles TILE, activations Q8_0 (act nb_block_q8_0, panel tokens
+ * panel_tokens_q8_0) or NB_ACT_Q8_0X (nb_block_q8_0x, panel_tokens_q8_0x). */
+#define KERNEL(ty, isa, TILE, act)                                                                            \
+    TILES_R(TILE, ty, 1) TILES_R(TILE, ty, 2) TILES_R(TILE, ty, 3) TILES_R(TILE, ty, 4) PANEL_DECODE(ty)      \
     static const nb_avx2_tile_fn tiles_##ty[RMAX * TMAX] = {                                                  \
         tile_##ty##_1x1, tile_##ty##_1x2, tile_##ty##_1x3, tile_##ty##_2x1, tile_##ty##_2x2, tile_##ty##_2x3,   \
         tile_##ty##_3x1, tile_##ty##_3x2, tile_##ty##_3x3, tile_##ty##_4x1, tile_##ty##_4x2, tile_##ty##_4x3,   \
@@ -251,8 +353,8 @@ static inline __attribute__((always_inline)) void panel_tokens(int T, const void
                                 int64_t nt, float *y, size_t ldy) {                                          \
         if (!ty##_fp4 && nt >= PANEL_MIN_TOKENS) {                                                            \
             panel p;                                                                                          \
-            nb_panel_gemm(panel_decode_##ty, panel_tokens, &p, PU, sizeof(nb_block_q8_0), NB_PANEL_TREE, n / 32, w, ws, a, as, \
-                          nr, nt, y, ldy);                                                                    \
+            nb_panel_gemm(panel_decode_##ty, panel_tokens_##act, &p, PU, sizeof(nb_block_##act), NB_PANEL_TREE, \
+                          n / 32, w, ws, a, as, nr, nt, y, ldy);                                              \
         } else                                                                                                \
             nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                        \
     }

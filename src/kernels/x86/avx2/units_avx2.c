@@ -4,8 +4,8 @@
  */
 #include "kernels/x86/avx2/units.h"
 
-KERNEL(q4_0, avx2)
-KERNEL(q5_0, avx2)
-KERNEL(q8_0, avx2)
-KERNEL(mxfp4, avx2)
-KERNEL(nvfp4, avx2)
+KERNEL(q4_0, avx2, TILE_U, q8_0x)
+KERNEL(q5_0, avx2, TILE_U, q8_0x)
+KERNEL(q8_0, avx2, TILE_S, q8_0)
+KERNEL(mxfp4, avx2, TILE_S, q8_0)
+KERNEL(nvfp4, avx2, TILE_S, q8_0)
