@@ -67,19 +67,25 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int batch
     }
 #endif
     __m256 acc[RMAX][TMAX]; /* Q5_K's 8 lanes */
-    float acc1[RMAX][TMAX], macc[RMAX][TMAX]; /* Q4_K's one lane; the minimum's chain */
+    __m128 acc1[TMAX], macc[TMAX]; /* Q4_K's one lane and the minimum's chain, row r in lane r */
     __m128 bacc[RMAX], bmacc[RMAX]; /* the same in a batch, token t in lane t */
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
         bacc[r] = bmacc[r] = _mm_setzero_ps();
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps(), acc1[r][t] = macc[r][t] = 0;
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
     }
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) acc1[t] = macc[t] = _mm_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(15);
     for (int64_t i = 0; i < nb; i++) {
         const nb_block_q8_k *ab[TMAX];
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
+        /* Q4_K: each row's block sum and minimum sum in 8 lanes, summed across the tile's rows by
+         * one vphaddd tree (rows beyond R as zeros) */
+        __m256i rsum[RMAX][TMAX], rmin[RMAX][TMAX];
+        uint64_t dh[2] = {0, 0}; /* the rows' d and dmin (each block's first 4 bytes): [d0 dmin0 d1 dmin1 ...] */
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             /* Q4_K's and Q5_K's blocks share d, dmin and scales; Q5_K has qh before qs */
@@ -93,6 +99,9 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int batch
             /* scale j as int16 in every word of both halves: one byte shuffle per j */
             const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
             float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
+            uint32_t ddr;
+            memcpy(&ddr, b, 4);
+            dh[r / 2] |= (uint64_t)ddr << 32 * (r & 1);
             const __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m0 m0 m1 m1 ... */
             __m256i ms[TMAX]; /* lane j: m_j * (bsums[2j] + bsums[2j+1]) */
             #pragma GCC unroll 8
@@ -155,22 +164,46 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int batch
             }
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
-                const int msum = nb_avx2_hsum_epi32(ms[t]);
+                rmin[r][t] = ms[t];
                 if (five)
                     acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * ab[t]->d), _mm256_cvtepi32_ps(isum[t]), acc[r][t]);
                 else
-                    acc1[r][t] = __builtin_fmaf(d * ab[t]->d, (float)nb_avx2_hsum_epi32(isum[t]), acc1[r][t]);
-                macc[r][t] = __builtin_fmaf(dmin * ab[t]->d, (float)msum, macc[r][t]);
+                    rsum[r][t] = isum[t];
             }
+        }
+        if (batch) continue;
+        const __m256 dm = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm_set_epi64x((long long)dh[1], (long long)dh[0])),
+                                                   _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7)); /* d x 4, dmin x 4 */
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            __m256i v[2][RMAX];
+            #pragma GCC unroll 8
+            for (int r = 0; r < RMAX; r++) {
+                v[0][r] = r < R ? rmin[r][t] : _mm256_setzero_si256();
+                v[1][r] = r < R && !five ? rsum[r][t] : _mm256_setzero_si256();
+            }
+            __m128 tot[2];
+            #pragma GCC unroll 2
+            for (int k = 0; k < 2; k++) {
+                const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[k][0], v[k][1]), _mm256_hadd_epi32(v[k][2], v[k][3]));
+                tot[k] = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+            }
+            const __m256 dda = _mm256_mul_ps(dm, _mm256_set1_ps(ab[t]->d));
+            macc[t] = _mm_fmadd_ps(_mm256_extractf128_ps(dda, 1), tot[0], macc[t]);
+            if (!five) acc1[t] = _mm_fmadd_ps(_mm256_castps256_ps128(dda), tot[1], acc1[t]);
         }
     }
     #pragma GCC unroll 8
-    for (int r = 0; r < R; r++) {
-        float bv[4];
-        _mm_storeu_ps(bv, _mm_sub_ps(bacc[r], bmacc[r]));
+    for (int t = 0; t < T; t++) {
+        float one[4], mins[4];
+        _mm_storeu_ps(one, acc1[t]);
+        _mm_storeu_ps(mins, macc[t]);
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++)
-            y[(size_t)t * ldy + (size_t)r * rs] = batch ? bv[t] : (five ? nb_avx2_lane_sum(acc[r][t]) : acc1[r][t]) - macc[r][t];
+        for (int r = 0; r < R; r++) {
+            float bv[4];
+            _mm_storeu_ps(bv, _mm_sub_ps(bacc[r], bmacc[r]));
+            y[(size_t)t * ldy + (size_t)r * rs] = batch ? bv[t] : (five ? nb_avx2_lane_sum(acc[r][t]) : one[r]) - mins[r];
+        }
     }
 }
 
@@ -191,7 +224,9 @@ static inline __attribute__((always_inline)) void tile_q6_k_in(int batch, int R,
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps(), acc1[r][t] = 0;
-    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    /* a block's 16 int8 scales, even ones first (see s16 below) */
+    const __m128i evens = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     for (int64_t i = 0; i < nb; i++) {
         const nb_block_q8_k *ab[TMAX];
         #pragma GCC unroll 8
@@ -201,7 +236,11 @@ static inline __attribute__((always_inline)) void tile_q6_k_in(int batch, int R,
             const nb_block_q6_k *b = (const nb_block_q6_k *)(w + (size_t)r * rs * ws) + i;
             for (int l = 0; l < 4; l++) _mm_prefetch((const char *)b + NB_PREFETCH_BYTES + 64 * l, _MM_HINT_T0);
             /* the sums start at the offset's share: lane k = -32 * (sc_2k*bsum_2k + sc_2k+1*bsum_2k+1) */
-            const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+            const __m128i sc = _mm_loadu_si128((const __m128i *)b->scales);
+            const __m256i sc16 = _mm256_cvtepi8_epi16(sc);
+            /* word G of the low half: the first scale of group G (elements 32G..32G+15), of the
+             * high half its second, as the group's elements lie in a register */
+            const __m256i s16 = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, evens));
             __m256i isum[TMAX];
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++)
@@ -212,19 +251,19 @@ static inline __attribute__((always_inline)) void tile_q6_k_in(int batch, int R,
                 __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
                 __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
                 __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
-                /* the four 32-element groups of this half, in element order */
+                /* the four 32-element groups of this half, in element order: low nibble | two high
+                 * bits moved to bits 4-5 (16-bit shifts: what crosses into a neighbour byte is
+                 * masked off) */
                 __m256i q[4];
-                q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
-                q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
-                q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
+                q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+                q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+                q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
                 q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+                                       _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
                 #pragma GCC unroll 8
                 for (int g = 0; g < 4; g++) {
-                    const int8_t *s = b->scales + 8 * h + 2 * g;
-                    __m256i sv = _mm256_set_m128i(_mm_set1_epi16(s[1]), _mm_set1_epi16(s[0]));
+                    const int G = 4 * h + g; /* word G of each half of s16, in every word of that half */
+                    const __m256i sv = _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * G)));
                     #pragma GCC unroll 8
                     for (int t = 0; t < T; t++) {
                         __m256i av = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 128 * h + 32 * g));
