@@ -8,8 +8,9 @@
  * signed (|w| <= 128 and |a| <= 127 keep vpmaddubsw's int16 pair sums below 32767), then
  * vpmaddwd with ones, which yields lane k = elements 4k..4k+3 exactly, as the lane contract in
  * kernels.h requires; the FP4 types then fold to their 4 lanes, two rows per register
- * (fp4_fold2). A tile holds R weight rows x T activation rows in registers: each unit is decoded
- * once per tile and each activation unit loaded once per tile.
+ * (fp4_fold2). Q4_0 and Q5_0 skip the sign trick in their tiles: their codes are unsigned
+ * already (tile_u). A tile holds R weight rows x T activation rows in registers: each unit is
+ * decoded once per tile and each activation unit loaded once per tile.
  */
 #ifndef NB_KERNELS_X86_UNITS_H
 #define NB_KERNELS_X86_UNITS_H
@@ -223,7 +224,7 @@ static inline __attribute__((always_inline)) void tile_u(ucode_fn code, int ub, 
         if ((u & 1) == 0) /* two units (44 bytes at most) per prefetch of a row */
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++)
-                _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + NB_PREFETCH_BYTES, _MM_HINT_T0);
+                _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + nb_prefetch_bytes(ub), _MM_HINT_T0);
         __m256i q[RMAX];
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) q[r] = code(w + (size_t)r * rs * ws, u);
