@@ -35,8 +35,10 @@ static inline __m256i nibbles(const uint8_t *p) {
 
 static inline __m256 fp16_bcast(uint16_t h) { return _mm256_set1_ps(_cvtsh_ss(h)); }
 
+/* E2M1 codes doubled (as ggml, with halved scales) plus 16: the FP4 types' unsigned codes,
+ * 4..28 (offset 16, so nsh 3 in tile_fp4). */
 static inline __m256i e2m1_table(void) {
-    __m128i t = _mm_loadu_si128((const __m128i *)nb_e2m1_doubled);
+    const __m128i t = _mm_add_epi8(_mm_loadu_si128((const __m128i *)nb_e2m1_doubled), _mm_set1_epi8(16));
     return _mm256_set_m128i(t, t);
 }
 
@@ -73,7 +75,8 @@ static inline unit dec_q8_0(const uint8_t *row, int64_t u) {
     return (unit){_mm256_loadu_si256((const __m256i *)b->qs), fp16_bcast(b->d)};
 }
 
-/* The FP4 types keep 4 lanes (kernels.h): their scales are in the low half of s. */
+/* The FP4 types keep 4 lanes (kernels.h): their scales are in the low half of s; their codes are
+ * unsigned (e2m1_table). */
 static inline unit dec_mxfp4(const uint8_t *row, int64_t u) {
     const nb_block_mxfp4 *b = (const nb_block_mxfp4 *)row + u;
     return (unit){_mm256_shuffle_epi8(e2m1_table(), nibbles(b->qs)), _mm256_set1_ps(nb_e8m0_half_table[b->e])};
@@ -81,7 +84,7 @@ static inline unit dec_mxfp4(const uint8_t *row, int64_t u) {
 
 /* NVFP4 unit u = half h of block u/2, bytes 16h..16h+15; sub-block s is bytes 8s..8s+7, low
  * nibbles its elements 0..7, high nibbles 8..15. The nibble split gives elements 0-7,16-23 then
- * 8-15,24-31 of the unit, the order the tile puts the activations in (fp4 == 2). */
+ * 8-15,24-31 of the unit, the order of NB_ACT_Q8_0X_NV's codes. */
 static inline unit dec_nvfp4(const uint8_t *row, int64_t u) {
     const nb_block_nvfp4 *b = (const nb_block_nvfp4 *)row + u / 2;
     int h = (int)(u & 1);
@@ -92,11 +95,8 @@ static inline unit dec_nvfp4(const uint8_t *row, int64_t u) {
 
 typedef unit (*dec_fn)(const uint8_t *row, int64_t u);
 
-/* Weight bytes per unit and row (NVFP4: half a block), for the prefetch; and the lane scheme:
- * 0 = 8 lanes, 1 = FP4 lanes (groups k, k+4), 2 = FP4 lanes in NVFP4's order (activation
- * quarters 1 and 2 swapped, so that the 8-lane sum's halves hold groups 0,1,4,5 and 2,3,6,7). */
+/* Weight bytes per unit and row (NVFP4: half a block), for the prefetch. */
 enum { q4_0_unit_bytes = 18, q5_0_unit_bytes = 22, q8_0_unit_bytes = 34, mxfp4_unit_bytes = 17, nvfp4_unit_bytes = 18 };
-enum { q4_0_fp4 = 0, q5_0_fp4 = 0, q8_0_fp4 = 0, mxfp4_fp4 = 1, nvfp4_fp4 = 2 };
 
 #define RMAX 4
 #define TMAX 3
@@ -109,11 +109,10 @@ static inline float sum4(__m128 v) {
 
 /* The FP4 types fold two rows into one register: x's 8 group sums and z's become [x's 4 lanes |
  * z's 4 lanes], so that the float work (product of scales, conversion, fma) serves two rows. The
- * fold is done on vpmaddubsw's int16 pair sums: |w| <= 12 (E2M1 doubled) and |a| <= 127 keep two
- * pair sums within 6096. */
-static inline __m256i fp4_fold2(__m256i xa, __m256i xq, __m256i za, __m256i zq, __m256i aq) {
-    const __m256i px = _mm256_maddubs_epi16(xa, _mm256_sign_epi8(aq, xq));
-    const __m256i pz = _mm256_maddubs_epi16(za, _mm256_sign_epi8(aq, zq));
+ * fold is done on vpmaddubsw's int16 pair sums of the unsigned codes: c <= 28 and |a| <= 127 keep
+ * two pair sums within 14224. */
+static inline __m256i fp4_fold2(__m256i xc, __m256i zc, __m256i aq) {
+    const __m256i px = _mm256_maddubs_epi16(xc, aq), pz = _mm256_maddubs_epi16(zc, aq);
     const __m256i f = _mm256_add_epi16(_mm256_permute2x128_si256(px, pz, 0x20), _mm256_permute2x128_si256(px, pz, 0x31));
     return _mm256_madd_epi16(f, _mm256_set1_epi16(1));
 }
@@ -143,55 +142,80 @@ static inline __m256 row_scales(const uint8_t *w, size_t rstride, int R, size_t 
     return _mm256_set_m128(s4, s4);
 }
 
-static inline __attribute__((always_inline)) void tile(dec_fn dec, int ub, int fp4, int R, int T, int64_t nu, const uint8_t *w,
-                                                       size_t ws, size_t rs, const uint8_t *a, size_t as, float *y,
-                                                       size_t ldy) {
-    const int S = fp4 ? (R + 1) / 2 : R; /* accumulators per token: one per row, or per FP4 row pair */
+/* The tile of Q8_0 (codes up to 127 in magnitude: the sign trick) against Q8_0 activations. */
+static inline __attribute__((always_inline)) void tile_s(dec_fn dec, int ub, int R, int T, int64_t nu, const uint8_t *w,
+                                                         size_t ws, size_t rs, const uint8_t *a, size_t as, float *y,
+                                                         size_t ldy) {
+    __m256 acc[RMAX][TMAX];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t u = 0; u < nu; u++) {
+        __m256i aq[TMAX];
+        __m256 sd[TMAX];
+        const __m256 s8 = row_scales(w, ws * rs, R, u * ub);
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const nb_block_q8_0 *ab = (const nb_block_q8_0 *)(a + (size_t)t * as) + u;
+            aq[t] = _mm256_loadu_si256((const __m256i *)ab->qs);
+            sd[t] = _mm256_mul_ps(s8, fp16_bcast(ab->d));
+        }
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+            _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + nb_prefetch_bytes(ub), _MM_HINT_T0);
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            const unit wv = dec(w + (size_t)r * rs * ws, u);
+            const __m256i wa = _mm256_abs_epi8(wv.q);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(aq[t], wv.q)), _mm256_set1_epi16(1));
+                acc[r][t] = _mm256_fmadd_ps(row_scale(sd[t], r), _mm256_cvtepi32_ps(p), acc[r][t]);
+            }
+        }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nb_avx2_lane_sum(acc[r][t]);
+}
+
+/* The tile of MXFP4 and NVFP4 against NB_ACT_Q8_0X_MX / _NV activations (each FP4 lane's
+ * correction folded, NVFP4's codes in its nibbles' order): two rows per register (fp4_fold2), and
+ * nc >> 3 = -16 * (sum of the lane's 8 activations) taken out of each lane exactly. */
+static inline __attribute__((always_inline)) void tile_fp4(dec_fn dec, int ub, int R, int T, int64_t nu, const uint8_t *w,
+                                                           size_t ws, size_t rs, const uint8_t *a, size_t as, float *y,
+                                                           size_t ldy) {
+    const int S = (R + 1) / 2; /* accumulators per token: one per row pair */
     __m256 acc[RMAX][TMAX];
     #pragma GCC unroll 8
     for (int j = 0; j < S; j++)
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) acc[j][t] = _mm256_setzero_ps();
     for (int64_t u = 0; u < nu; u++) {
-        __m256i aq[TMAX];
+        __m256i aq[TMAX], nv[TMAX];
         __m256 ad[TMAX];
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            const nb_block_q8_0 *ab = (const nb_block_q8_0 *)(a + (size_t)t * as) + u;
+            const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
             aq[t] = _mm256_loadu_si256((const __m256i *)ab->qs);
-            if (fp4 == 2) aq[t] = _mm256_permute4x64_epi64(aq[t], 0xD8);
-            ad[t] = fp16_bcast(ab->d);
+            nv[t] = _mm256_srai_epi32(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->nc)), 3);
+            ad[t] = _mm256_set1_ps(ab->d);
         }
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++)
-            _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + nb_prefetch_bytes(ub), _MM_HINT_T0);
-        __m256 sd[TMAX];
-        if (!fp4) {
-            const __m256 s8 = row_scales(w, ws * rs, R, u * ub);
+        if ((u & 1) == 0) /* two units (36 bytes at most) per prefetch of a row */
             #pragma GCC unroll 8
-            for (int t = 0; t < T; t++) sd[t] = _mm256_mul_ps(s8, ad[t]);
-        }
+            for (int r = 0; r < R; r++)
+                _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + nb_prefetch_bytes(ub), _MM_HINT_T0);
         #pragma GCC unroll 8
-        for (int j = 0; j < S; j++) {
-            if (fp4) { /* rows 2j and 2j+1 (an odd last row pairs with itself; its twin is dropped) */
-                const unit x = dec(w + (size_t)(2 * j) * rs * ws, u);
-                const unit z = dec(w + (size_t)(2 * j + 1 < R ? 2 * j + 1 : 2 * j) * rs * ws, u);
-                const __m256i xa = _mm256_abs_epi8(x.q), za = _mm256_abs_epi8(z.q);
-                const __m256 s = _mm256_permute2f128_ps(x.s, z.s, 0x20);
-                #pragma GCC unroll 8
-                for (int t = 0; t < T; t++)
-                    acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(s, ad[t]),
-                                                _mm256_cvtepi32_ps(fp4_fold2(xa, x.q, za, z.q, aq[t])), acc[j][t]);
-            } else {
-                const unit wv = dec(w + (size_t)j * rs * ws, u);
-                const __m256i wa = _mm256_abs_epi8(wv.q);
-                #pragma GCC unroll 8
-                for (int t = 0; t < T; t++) {
-                    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(aq[t], wv.q)),
-                                                        _mm256_set1_epi16(1));
-                    acc[j][t] = _mm256_fmadd_ps(row_scale(sd[t], j), _mm256_cvtepi32_ps(p), acc[j][t]);
-                }
-            }
+        for (int j = 0; j < S; j++) { /* rows 2j and 2j+1 (an odd last row pairs with itself; its twin is dropped) */
+            const unit x = dec(w + (size_t)(2 * j) * rs * ws, u);
+            const unit z = dec(w + (size_t)(2 * j + 1 < R ? 2 * j + 1 : 2 * j) * rs * ws, u);
+            const __m256 s = _mm256_permute2f128_ps(x.s, z.s, 0x20);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+                acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(s, ad[t]),
+                                            _mm256_cvtepi32_ps(_mm256_add_epi32(fp4_fold2(x.q, z.q, aq[t]), nv[t])), acc[j][t]);
         }
     }
     #pragma GCC unroll 8
@@ -199,11 +223,8 @@ static inline __attribute__((always_inline)) void tile(dec_fn dec, int ub, int f
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             float *yt = y + (size_t)t * ldy;
-            if (fp4) {
-                yt[(size_t)(2 * j) * rs] = sum4(_mm256_castps256_ps128(acc[j][t]));
-                if (2 * j + 1 < R) yt[(size_t)(2 * j + 1) * rs] = sum4(_mm256_extractf128_ps(acc[j][t], 1));
-            } else
-                yt[(size_t)j * rs] = nb_avx2_lane_sum(acc[j][t]);
+            yt[(size_t)(2 * j) * rs] = sum4(_mm256_castps256_ps128(acc[j][t]));
+            if (2 * j + 1 < R) yt[(size_t)(2 * j + 1) * rs] = sum4(_mm256_extractf128_ps(acc[j][t], 1));
         }
 }
 
@@ -329,12 +350,17 @@ static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, cons
     static void panel_decode_##ty(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *p) {        \
         panel_decode(dec_##ty, w, ws, rows, u0, un, p);                                                       \
     }
-/* A tile R x T of type ty: by the sign trick against Q8_0 (TILE_S) or of unsigned codes against
- * NB_ACT_Q8_0X (TILE_U). */
+/* A tile R x T of type ty: Q8_0 by the sign trick (TILE_S), or unsigned codes against
+ * NB_ACT_Q8_0X (TILE_U) or its FP4 variants (TILE_F). */
 #define TILE_S(ty, R, T)                                                                                 \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
                                        size_t as, float *y, size_t ldy) {                                 \
-        tile(dec_##ty, ty##_unit_bytes, ty##_fp4, R, T, nu, w, ws, rs, a, as, y, ldy);                    \
+        tile_s(dec_##ty, ty##_unit_bytes, R, T, nu, w, ws, rs, a, as, y, ldy);                            \
+    }
+#define TILE_F(ty, R, T)                                                                                 \
+    static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
+                                       size_t as, float *y, size_t ldy) {                                 \
+        tile_fp4(dec_##ty, ty##_unit_bytes, R, T, nu, w, ws, rs, a, as, y, ldy);                          \
     }
 #define TILE_U(ty, R, T)                                                                                 \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
@@ -342,22 +368,31 @@ static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, cons
         tile_u(ucode_##ty, ty##_unit_bytes, ty##_nsh, R, T, nu, w, ws, rs, a, as, y, ldy);                \
     }
 #define TILES_R(TILE, ty, R) TILE(ty, R, 1) TILE(ty, R, 2) TILE(ty, R, 3)
-/* The kernel of type ty: tiles TILE, activations Q8_0 (act nb_block_q8_0, panel tokens
- * panel_tokens_q8_0) or NB_ACT_Q8_0X (nb_block_q8_0x, panel_tokens_q8_0x). */
+#define TILE_TABLE(TILE, ty)                                                                                 \
+    TILES_R(TILE, ty, 1) TILES_R(TILE, ty, 2) TILES_R(TILE, ty, 3) TILES_R(TILE, ty, 4)                      \
+    static const nb_avx2_tile_fn tiles_##ty[RMAX * TMAX] = {                                                 \
+        tile_##ty##_1x1, tile_##ty##_1x2, tile_##ty##_1x3, tile_##ty##_2x1, tile_##ty##_2x2, tile_##ty##_2x3,  \
+        tile_##ty##_3x1, tile_##ty##_3x2, tile_##ty##_3x3, tile_##ty##_4x1, tile_##ty##_4x2, tile_##ty##_4x3,  \
+    };
+/* The kernel of an 8-lane type ty: tiles TILE, and from PANEL_MIN_TOKENS the panels, activations
+ * Q8_0 (act q8_0: nb_block_q8_0, panel_tokens_q8_0) or NB_ACT_Q8_0X (q8_0x). */
 #define KERNEL(ty, isa, TILE, act)                                                                            \
-    TILES_R(TILE, ty, 1) TILES_R(TILE, ty, 2) TILES_R(TILE, ty, 3) TILES_R(TILE, ty, 4) PANEL_DECODE(ty)      \
-    static const nb_avx2_tile_fn tiles_##ty[RMAX * TMAX] = {                                                  \
-        tile_##ty##_1x1, tile_##ty##_1x2, tile_##ty##_1x3, tile_##ty##_2x1, tile_##ty##_2x2, tile_##ty##_2x3,   \
-        tile_##ty##_3x1, tile_##ty##_3x2, tile_##ty##_3x3, tile_##ty##_4x1, tile_##ty##_4x2, tile_##ty##_4x3,   \
-    };                                                                                                        \
+    TILE_TABLE(TILE, ty) PANEL_DECODE(ty)                                                                     \
     void nb_mm_##ty##_q8_0_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
                                 int64_t nt, float *y, size_t ldy) {                                          \
-        if (!ty##_fp4 && nt >= PANEL_MIN_TOKENS) {                                                            \
+        if (nt >= PANEL_MIN_TOKENS) {                                                                         \
             panel p;                                                                                          \
             nb_panel_gemm(panel_decode_##ty, panel_tokens_##act, &p, PU, sizeof(nb_block_##act), NB_PANEL_TREE, \
                           n / 32, w, ws, a, as, nr, nt, y, ldy);                                              \
         } else                                                                                                \
             nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                        \
+    }
+/* The kernel of an FP4 type: its tiles for every token count (the panels are 8-lane). */
+#define KERNEL_FP4(ty, isa)                                                                                   \
+    TILE_TABLE(TILE_F, ty)                                                                                    \
+    void nb_mm_##ty##_q8_0_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
+                                int64_t nt, float *y, size_t ldy) {                                          \
+        nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                            \
     }
 
 #endif

@@ -7,5 +7,5 @@
 KERNEL(q4_0, avx2, TILE_U, q8_0x)
 KERNEL(q5_0, avx2, TILE_U, q8_0x)
 KERNEL(q8_0, avx2, TILE_S, q8_0)
-KERNEL(mxfp4, avx2, TILE_S, q8_0)
-KERNEL(nvfp4, avx2, TILE_S, q8_0)
+KERNEL_FP4(mxfp4, avx2)
+KERNEL_FP4(nvfp4, avx2)
