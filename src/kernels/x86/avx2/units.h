@@ -1,16 +1,19 @@
 /*
  * units.h: the AVX2 32-element-unit kernels (Q4_0, Q5_0, Q8_0, MXFP4, NVFP4 weights x Q8_0
- * activations); units_avx2.c instantiates KERNEL(type, avx2). (The AVX-512 set has its own
- * kernels: x86/avx512/units_avx512.c.)
+ * activations, or their Q8_0X forms); units_avx2.c instantiates them. (The AVX-512 set has its
+ * own kernels: x86/avx512/units_avx512.c.)
  *
  * Every type is read as 32-element units (a block; NVFP4: half a block) decoded in registers to
- * 32 signed bytes plus lane scales. The product uses the sign trick: |w| unsigned times a*sign(w)
- * signed (|w| <= 128 and |a| <= 127 keep vpmaddubsw's int16 pair sums below 32767), then
- * vpmaddwd with ones, which yields lane k = elements 4k..4k+3 exactly, as the lane contract in
- * kernels.h requires; the FP4 types then fold to their 4 lanes, two rows per register
- * (fp4_fold2). Q4_0 and Q5_0 skip the sign trick in their tiles: their codes are unsigned
- * already (tile_u). A tile holds R weight rows x T activation rows in registers: each unit is
- * decoded once per tile and each activation unit loaded once per tile.
+ * 32 bytes plus scales. vpmaddubsw multiplies unsigned by signed bytes, then vpmaddwd with ones
+ * yields lane k = elements 4k..4k+3 exactly, as the lane contract in kernels.h requires (the FP4
+ * types then fold to their 4 lanes, two rows per register: fp4_fold2). Q8_0's codes take the
+ * sign trick, |w| unsigned times a*sign(w) (|w| <= 128 and |a| <= 127 keep the int16 pair sums
+ * below 32767; tile_s). The other types are decoded to unsigned codes c = w + c0 (Q4_0's nibble,
+ * Q5_0's five bits, E2M1 through a table) that vpmaddubsw takes as they are, and the offset
+ * leaves each lane exactly through the activations' precomputed -c0 * (sum of the lane's codes)
+ * (NB_ACT_Q8_0X and its FP4 variants, kernels.h; tile_u, tile_fp4). A tile holds R weight rows x
+ * T activation rows in registers: each unit is decoded once per tile and each activation unit
+ * loaded once per tile. GEMM of many tokens goes through panel.h (the 8-lane types).
  */
 #ifndef NB_KERNELS_X86_UNITS_H
 #define NB_KERNELS_X86_UNITS_H
@@ -23,7 +26,7 @@
 #include "kernels/x86/avx2/panel.h"
 
 typedef struct {
-    __m256i q; /* 32 signed weights, element order */
+    __m256i q; /* 32 weights as bytes: signed (Q8_0, the panels' Q4_0 and Q5_0) or FP4's unsigned codes */
     __m256 s;  /* weight scale per lane */
 } unit;
 
@@ -128,7 +131,7 @@ static inline __m256 row_scale(__m256 v, int r) {
     }
 }
 
-/* The fp16 scales (first field of every block type here) of R rows rstride bytes apart, at byte
+/* The fp16 scales (the first field of a Q4_0, Q5_0 or Q8_0 block) of R rows rstride bytes apart, at byte
  * off of each, widened by one conversion: row r's in lane r of both 128-bit halves. */
 static inline __m256 row_scales(const uint8_t *w, size_t rstride, int R, size_t off) {
     uint64_t d4 = 0;
