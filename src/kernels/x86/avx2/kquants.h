@@ -15,7 +15,9 @@
  * summing them two by two gives 8 lanes of scaled sums, which the contract (kernels.h) sums to
  * one integer per block (one fma per block and row). The minimum never touches the elements:
  * sum_i m_j*a_i over a sub-block is m_j times the activation block's precomputed bsums, one
- * scalar per block and row (the minus of d*sc*q - dmin*m applied once at the end).
+ * scalar per block and row (the minus of d*sc*q - dmin*m applied once at the end). Both integers
+ * of the tile's rows come out of one vphaddd tree each, row r in lane r, so that one conversion
+ * and one fma per block advance every row's chain.
  * Q5_K: Q4_K with a fifth bit per code from qh, or'ed in at bit 4 (codes 0..31), but 8 lanes:
  * lane k the scaled sum of elements 4k..4k+3 of each 32-element group.
  * Q6_K: codes 0..63 (six bits, unsigned) meet the activations directly (pair sums <= 2*63*127);
