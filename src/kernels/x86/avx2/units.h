@@ -234,8 +234,8 @@ static inline __attribute__((always_inline)) void tile_fp4(dec_fn dec, int ub, i
 /* The tile of Q4_0 and Q5_0 against NB_ACT_Q8_0X activations. vpmaddubsw takes the unsigned
  * codes as they are (c <= 31 and |a| <= 127 keep its pair sums below 7900) and vpmaddwd's lane k
  * plus nc[k] >> nsh = -(128 >> nsh) * sum4(a) is lane k of w*a exactly, so the lane values and
- * the fma sequence are the sign trick's (tile) with two instructions per row and token fewer. The
- * R rows' fp16 scales are gathered in a general register and widened by one conversion. */
+ * the fma sequence are the sign trick's (tile_s) with two instructions per row and token fewer.
+ * The R rows' fp16 scales are gathered in a general register and widened by one conversion. */
 static inline __attribute__((always_inline)) void tile_u(ucode_fn code, int ub, int nsh, int R, int T, int64_t nu,
                                                          const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
                                                          size_t as, float *y, size_t ldy) {
