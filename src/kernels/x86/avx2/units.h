@@ -145,15 +145,29 @@ static inline __m256 row_scales(const uint8_t *w, size_t rstride, int R, size_t 
     return _mm256_set_m128(s4, s4);
 }
 
+/* The first n x T accumulators of a tile set to zero. */
+static inline __attribute__((always_inline)) void acc_zero(__m256 acc[RMAX][TMAX], int n, int T) {
+    #pragma GCC unroll 8
+    for (int i = 0; i < n; i++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[i][t] = _mm256_setzero_ps();
+}
+
+/* An 8-lane tile's results: row r, token t is the contract's tree over acc[r][t]. */
+static inline __attribute__((always_inline)) void acc_store(__m256 acc[RMAX][TMAX], int R, int T, float *y, size_t ldy,
+                                                            size_t rs) {
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nb_avx2_lane_sum(acc[r][t]);
+}
+
 /* The tile of Q8_0 (codes up to 127 in magnitude: the sign trick) against Q8_0 activations. */
 static inline __attribute__((always_inline)) void tile_s(dec_fn dec, int ub, int R, int T, int64_t nu, const uint8_t *w,
                                                          size_t ws, size_t rs, const uint8_t *a, size_t as, float *y,
                                                          size_t ldy) {
     __m256 acc[RMAX][TMAX];
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    acc_zero(acc, R, T);
     for (int64_t u = 0; u < nu; u++) {
         __m256i aq[TMAX];
         __m256 sd[TMAX];
@@ -178,10 +192,7 @@ static inline __attribute__((always_inline)) void tile_s(dec_fn dec, int ub, int
             }
         }
     }
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nb_avx2_lane_sum(acc[r][t]);
+    acc_store(acc, R, T, y, ldy, rs);
 }
 
 /* The tile of MXFP4 and NVFP4 against NB_ACT_Q8_0X_MX / _NV activations (each FP4 lane's
@@ -192,10 +203,7 @@ static inline __attribute__((always_inline)) void tile_fp4(dec_fn dec, int ub, i
                                                            size_t ldy) {
     const int S = (R + 1) / 2; /* accumulators per token: one per row pair */
     __m256 acc[RMAX][TMAX];
-    #pragma GCC unroll 8
-    for (int j = 0; j < S; j++)
-        #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) acc[j][t] = _mm256_setzero_ps();
+    acc_zero(acc, S, T);
     for (int64_t u = 0; u < nu; u++) {
         __m256i aq[TMAX], nv[TMAX];
         __m256 ad[TMAX];
@@ -240,10 +248,7 @@ static inline __attribute__((always_inline)) void tile_u(ucode_fn code, int ub, 
                                                          const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
                                                          size_t as, float *y, size_t ldy) {
     __m256 acc[RMAX][TMAX];
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    acc_zero(acc, R, T);
     for (int64_t u = 0; u < nu; u++) {
         if ((u & 1) == 0) /* two units (44 bytes at most) per prefetch of a row */
             #pragma GCC unroll 8
@@ -266,10 +271,7 @@ static inline __attribute__((always_inline)) void tile_u(ucode_fn code, int ub, 
             }
         }
     }
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-        #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nb_avx2_lane_sum(acc[r][t]);
+    acc_store(acc, R, T, y, ldy, rs);
 }
 
 /* GEMM of the 8-lane types with many tokens (panel.h): a chunk of PU units of 8 rows. */
