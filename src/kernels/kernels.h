@@ -53,7 +53,7 @@ typedef void (*nb_mm_fn)(int64_t n, const void *w, size_t ws, const void *a, siz
 
 /* How one weight type runs on one ISA. */
 typedef struct nb_kernel {
-    int act_type;           /* activation type of the quantized route: Q8_0, Q8_K or F32 */
+    int act_type;           /* activation type of the quantized route: Q8_0, Q8_K, a Q8_0X form, or F32 */
     nb_mm_fn mm;            /* quantized route (the f32 route for F32/F16/BF16 weights) */
     nb_mm_fn mm_f32;        /* float route: weights decoded in registers, f32 activations */
     const char *name;       /* "avx2 q8_0 x q8_0" */
@@ -109,14 +109,14 @@ void nb_act_q8_0_ref(const float *x, void *dst, int64_t n);
 /* NB_ACT_Q8_0X (not a GGUF type): the Q8_0 activation codes above plus two exact values derived
  * from them that every weight row would otherwise recompute: the scale as f32 and, per group of
  * 4 codes, -128 * their sum (the bias correction of unsigned weight codes: the AVX-512 unit
- * kernels, and AVX2's Q4_0 and Q5_0). */
+ * kernels, and AVX2's except Q8_0). */
 #define NB_ACT_Q8_0X 1000
 typedef struct {
     int8_t qs[32];
     int32_t nc[8]; /* nc[k] = -128 * (qs[4k] + ... + qs[4k+3]) */
     float d;       /* the fp16 scale, widened */
 } nb_block_q8_0x;
-/* The FP4 kernels' variants (AVX-512): nc[k] for k < 4 holds the sum of the correction of the
+/* The FP4 kernels' variants (AVX-512, AVX2): nc[k] for k < 4 holds the sum of the correction of the
  * two groups of FP4 lane k (kernels.h contract; nc[4..7] unused), and NB_ACT_Q8_0X_NV also puts
  * each unit's codes in the order NVFP4's nibbles take them (elements 0-7, 16-23, 8-15, 24-31). */
 #define NB_ACT_Q8_0X_MX 1001

@@ -2,8 +2,8 @@
  * matmul.c: nb_matmul, the runtime's entry to the kernels (contract in nibble.h).
  *
  * Steps: check the shapes against the type; quantize the activation rows once into the pool's
- * scratch (Q8_0, Q8_K or the Q8_0X variants of the unsigned-code kernels, by the kernel's act_type; kernels.h gives
- * the llama.cpp rules); split the output rows over the pool's
+ * scratch (Q8_0, Q8_K or the Q8_0X variants of the unsigned-code kernels, by the kernel's
+ * act_type; kernels.h gives the llama.cpp rules); split the output rows over the pool's
  * threads; each thread walks its rows in panels small enough to stay in L2 and hands each panel
  * with all tokens to the ISA's tile kernel, which reuses every decoded weight block across
  * several tokens in registers (GEMM) or shares activation loads across rows (GEMV).

@@ -1,6 +1,6 @@
 /*
- * units_avx2.c: Q4_0, Q5_0, Q8_0, MXFP4 and NVFP4 weights against Q8_0 activations, AVX2 (the
- * kernel body is units.h).
+ * units_avx2.c: Q4_0, Q5_0, Q8_0, MXFP4 and NVFP4 weights against Q8_0 activations or their Q8_0X
+ * forms, AVX2 (the kernel bodies are units.h).
  */
 #include "kernels/x86/avx2/units.h"
 
