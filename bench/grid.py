@@ -83,16 +83,11 @@ def perplexity(nibble, model, args, threads):
 def speeds(nibble, paths, prompt, threads, runs):
     """Prefill and decode tokens/s of every variant: `runs` rounds, each running every variant once
     in turn, so that the load of other work on the machine falls on all of them alike; the median
-    of the rounds counts (min and max kept). Every file is first dropped from the page cache and
-    read back by one unmeasured run, so that each is read through nibble's own mapping (2 MiB
-    folios after its MADV_HUGEPAGE hint): a file just written by `nibble quantize` sits in small
-    pages, and that alone cost the same bytes up to 25 % of decode speed at 2 threads here."""
+    of the rounds counts (min and max kept). One unmeasured run of every file comes first: a file
+    just written by `nibble quantize` sits in the page cache in 4 KiB pages, which cost the same
+    bytes up to 25 % of decode speed at 2 threads here, and nibble's first load of it has it read
+    again in 2 MiB pages (NB_GGUF_RESIDENT, src/gguf/reader.c)."""
     for path in paths.values():
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
         sh([nibble, "run", "-m", path, "-p", "warm up", "-n", "1", "-t", str(threads), "-c", "256"])
     got = {name: {"prefill": [], "decode": []} for name in paths}
     for _ in range(runs):

@@ -211,6 +211,10 @@ typedef enum nb_gguf_vtype {
  * type are validated, listed with supported = 0 and counted by nb_gguf_unsupported_count(), so
  * tools such as `inspect` can describe a file nibble will not run. */
 enum { NB_GGUF_LIST_UNSUPPORTED = 1u << 0 };
+/* NB_GGUF_RESIDENT (for running a model): fault the whole file in, in 2 MiB pages where the
+ * kernel allows, re-reading it once if the page cache holds it in 4 KiB pages (reader.c,
+ * settle_cache, says when and why). */
+enum { NB_GGUF_RESIDENT = 1u << 1 };
 
 /* Limits the reader enforces beyond what the bytes themselves bound. */
 #define NB_GGUF_MAX_NAME 63          /* tensor name bytes (ggml: 64 including the NUL) */
@@ -257,6 +261,10 @@ uint32_t nb_gguf_version(const nb_gguf *g);
 uint32_t nb_gguf_alignment(const nb_gguf *g);
 uint64_t nb_gguf_file_size(const nb_gguf *g);
 uint64_t nb_gguf_data_offset(const nb_gguf *g);  /* where the data section starts in the file */
+/* The share of the file's whole 2 MiB spans the kernel maps with 2 MiB pages now, in [0, 1];
+ * -1 when unknown (a parsed buffer, a file under 2 MiB, no /proc/self/smaps). Pages not yet
+ * faulted in count as not so mapped. */
+double nb_gguf_huge_share(const nb_gguf *g);
 
 /* Metadata by index (0 .. count-1, in file order) */
 int64_t nb_gguf_kv_count(const nb_gguf *g);

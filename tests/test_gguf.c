@@ -6,9 +6,11 @@
  *  - every truncation of a valid file is refused; byte flips in the header never crash (make asan);
  *  - typed look-ups refuse other types, missing keys and out-of-range indices;
  *  - unsupported tensor types are refused by default and listed with NB_GGUF_LIST_UNSUPPORTED;
+ *  - NB_GGUF_RESIDENT leaves a freshly written file mapped in 2 MiB pages where the system can;
  *  - the real Gemma 3 270M Q4_K_M file when present (NIBBLE_MODEL or the pip cache);
  *  - `nibble inspect` (next to this program's build dir): exit codes, census, refusals, usage.
  */
+#include <fcntl.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -490,6 +492,45 @@ TEST(writer_refusals) {
     CHECK(system(cmd) != 0, "a temporary file was left in %s", tmpdir);
 }
 
+/* NB_GGUF_RESIDENT on a file just written (its page cache in 4 KiB folios, as after a download):
+ * the mapping ends with at least 90 % of its whole 2 MiB spans in 2 MiB pages, wherever this
+ * kernel and file system can map the file so at all (tried afterwards: the file dropped from the
+ * cache and read afresh through a plain mapping). A parsed buffer has no such share. */
+TEST(resident_pages) {
+    const char *path = tmp_path("resident.gguf");
+    const int64_t ne[2] = {4096, 1536}; /* 24 MiB of F32 */
+    float *data = calloc((size_t)(ne[0] * ne[1]), sizeof *data);
+    nb_gguf_writer *w = NULL;
+    CHECK(data && !nb_gguf_writer_create(&w) && !nb_gguf_writer_add_tensor(w, "w", NB_TYPE_F32, 2, ne, data) &&
+              !nb_gguf_writer_write(w, path),
+          "write: %s", nb_last_error());
+    nb_gguf_writer_free(w);
+    free(data);
+    const int fd = open(path, O_RDONLY);
+    CHECK(fd >= 0 && !fsync(fd), "fsync"); /* clean pages: dirty ones cannot be paged out */
+    nb_gguf *g;
+    CHECK(!nb_gguf_open_ex(path, NB_GGUF_RESIDENT, &g), "open: %s", nb_last_error());
+    const double got = nb_gguf_huge_share(g);
+    nb_gguf_close(g);
+    CHECK(!posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), "drop the file's cache");
+    close(fd);
+    CHECK(!nb_gguf_open(path, &g), "open: %s", nb_last_error());
+    const nb_gguf_tensor *t = nb_gguf_find_tensor(g, "w");
+    volatile uint8_t sum = 0;
+    for (uint64_t i = 0; t && i < t->bytes; i += 4096) sum += ((const uint8_t *)t->data)[i];
+    const double can = nb_gguf_huge_share(g);
+    nb_gguf_close(g);
+    size_t len;
+    uint8_t *buf = read_all(path, &len);
+    CHECK(buf && !nb_gguf_parse(buf, len, &g) && nb_gguf_huge_share(g) == -1, "a parsed buffer: unknown");
+    nb_gguf_close(g);
+    free(buf);
+    if (can <= 0)
+        SKIP("this kernel and file system map no file in 2 MiB pages here (NB_GGUF_RESIDENT gave %.0f %%)", 100 * got);
+    CHECK(got >= 0.9, "%.0f %% of the spans in 2 MiB pages after NB_GGUF_RESIDENT (%.0f %% when read afresh)",
+          100 * got, 100 * can);
+}
+
 /* ------------------------------------------------------------ the real model */
 
 static const char *model_path(void) {
@@ -586,6 +627,7 @@ int main(int argc, char **argv) {
     RUN(huge_layer_count);
     RUN(unsupported_types);
     RUN(writer_refusals);
+    RUN(resident_pages);
     RUN(gemma3_270m);
     RUN(inspect_cli);
     for (int i = 0; i < N_WT; i++) free(tensor_data[i]);

@@ -8,8 +8,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -415,6 +417,99 @@ nb_status nb_gguf_parse_ex(const void *data, size_t len, unsigned flags, nb_gguf
 
 nb_status nb_gguf_parse(const void *data, size_t len, nb_gguf **out) { return nb_gguf_parse_ex(data, len, 0, out); }
 
+#define HUGE_SPAN ((uintptr_t)2 << 20)
+
+/* The whole 2 MiB spans of a mapping of len bytes at map: [*lo, *hi), empty when none fits. */
+static void huge_spans(const void *map, size_t len, uintptr_t *lo, uintptr_t *hi) {
+    const uintptr_t b = (uintptr_t)map;
+    *lo = (b + HUGE_SPAN - 1) & ~(HUGE_SPAN - 1);
+    *hi = (b + len) & ~(HUGE_SPAN - 1);
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* FilePmdMapped of the mapping that starts at map (bytes the kernel maps with 2 MiB page-table
+ * entries), read from /proc/self/smaps; -1 when that is not available. */
+static int64_t pmd_mapped_bytes(const void *map) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[4096], head[32];
+    const int hn = snprintf(head, sizeof head, "%lx-", (unsigned long)(uintptr_t)map);
+    int64_t bytes = -1;
+    int ours = 0;
+    long long kb;
+    while (fgets(line, sizeof line, f)) {
+        if (!ours) ours = !strncmp(line, head, (size_t)hn);
+        else if (sscanf(line, "FilePmdMapped: %lld kB", &kb) == 1) {
+            bytes = (int64_t)kb * 1024;
+            break;
+        } else if (!strncmp(line, "VmFlags:", 8)) break; /* the mapping's last field: none given */
+    }
+    fclose(f);
+    return bytes;
+}
+
+/* The share of a mapping's whole 2 MiB spans mapped in 2 MiB pages; -1 when unknown. */
+static double huge_share(const void *map, size_t len) {
+    uintptr_t lo, hi;
+    huge_spans(map, len, &lo, &hi);
+    const int64_t pmd = pmd_mapped_bytes(map);
+    if (hi == lo || pmd < 0) return -1;
+    return pmd >= (int64_t)(hi - lo) ? 1.0 : (double)pmd / (double)(hi - lo);
+}
+
+double nb_gguf_huge_share(const nb_gguf *g) { return g && g->map ? huge_share(g->map, g->map_len) : -1; }
+
+#if defined(MADV_HUGEPAGE) && defined(MADV_POPULATE_READ) && defined(MADV_PAGEOUT)
+/* A second mapping of the file with the 2 MiB hint, [off, off + len) of it faulted in; NULL on
+ * failure. */
+static uint8_t *scratch_map(int fd, size_t n, size_t off, size_t len) {
+    void *s = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (s == MAP_FAILED) return NULL;
+    if (madvise(s, n, MADV_HUGEPAGE) || madvise((uint8_t *)s + off, len, MADV_POPULATE_READ)) {
+        munmap(s, n);
+        return NULL;
+    }
+    return s;
+}
+#endif
+
+/* NB_GGUF_RESIDENT, before the file is parsed: have the page cache hold it in 2 MiB folios where
+ * the kernel allows. Pages cached before a mapping's hint (the file was just written, copied, or
+ * read() by another program) sit in 4 KiB folios and stay so: decode then takes a TLB miss every
+ * 4 KiB of every weight, which cost 1-thread decode 10 % here (docs/BENCHMARKS.md). When under
+ * 90 % of the file's whole 2 MiB spans come in 2 MiB pages, its pages are paged out of the cache
+ * (MADV_PAGEOUT leaves those another process maps, and dirty ones) for the model's mapping to
+ * read again, which readahead does in 2 MiB folios: one re-read, after which every run finds them
+ * so. When none come so, the last two spans are tried first, so that a file system without large
+ * folios does not pay a re-read each run. This works through a second mapping, before the
+ * model's mapping is touched: a range once mapped in 4 KiB pages keeps its page table, and a
+ * fault there fills that table even when the folio behind it is 2 MiB. Failures change nothing. */
+static void settle_cache(int fd, size_t n) {
+#if defined(MADV_HUGEPAGE) && defined(MADV_POPULATE_READ) && defined(MADV_PAGEOUT)
+    const size_t tail = 2 * HUGE_SPAN;
+    uint8_t *s = scratch_map(fd, n, 0, n);
+    if (!s) return;
+    uintptr_t lo, hi;
+    huge_spans(s, n, &lo, &hi);
+    const double have = hi - lo >= 2 * tail ? huge_share(s, n) : 1; /* too small to matter */
+    if (have >= 0 && have < 0.9) {
+        const size_t off = hi - tail - (uintptr_t)s;
+        if (have == 0) { /* the trial */
+            (void)madvise(s + off, tail, MADV_PAGEOUT);
+            munmap(s, n);
+            s = scratch_map(fd, n, off, tail);
+            if (s && huge_share(s, n) <= 0) s = (munmap(s, n), NULL);
+            if (s) (void)madvise(s, n, MADV_POPULATE_READ); /* MADV_PAGEOUT reaches mapped pages only */
+        }
+        if (s) (void)madvise(s, n, MADV_PAGEOUT);
+    }
+    if (s) munmap(s, n);
+#else
+    (void)fd;
+    (void)n;
+#endif
+}
+
 nb_status nb_gguf_open_ex(const char *path, unsigned flags, nb_gguf **out) {
     if (!path || !out) return nb_fail(NB_ERR_INVALID_ARG, "gguf: NULL path or output handle");
     *out = NULL;
@@ -431,24 +526,30 @@ nb_status nb_gguf_open_ex(const char *path, unsigned flags, nb_gguf **out) {
     }
     size_t n = (size_t)st.st_size;
     void *map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
-    int err = errno;
-    close(fd); /* the mapping keeps the file alive */
-    if (map == MAP_FAILED) return nb_fail(NB_ERR_IO, "gguf: cannot map '%s' (%zu bytes): %s", path, n, strerror(err));
+    if (map == MAP_FAILED) {
+        const int err = errno;
+        close(fd);
+        return nb_fail(NB_ERR_IO, "gguf: cannot map '%s' (%zu bytes): %s", path, n, strerror(err));
+    }
 #ifdef MADV_HUGEPAGE
     /* A hint, failure ignored: pages this mapping faults in from disk come in 2 MiB folios where
-     * the kernel and file system allow it. Decode streams every weight once per token, and with
-     * 4 KiB pages the TLB misses cost about 5-8 % of it (measured with the file read through
-     * such a mapping versus read in small pages). Pages already cached stay as they are. */
+     * the kernel and file system allow it. Pages already cached stay as they are; NB_GGUF_RESIDENT
+     * (settle_cache) mends those. */
     (void)madvise(map, n, MADV_HUGEPAGE);
 #endif
+    if (flags & NB_GGUF_RESIDENT) settle_cache(fd, n);
+    close(fd); /* the mapping keeps the file alive */
     nb_gguf *g;
-    nb_status s = nb_gguf_parse_ex(map, n, flags, &g);
+    nb_status s = nb_gguf_parse_ex(map, n, flags & ~(unsigned)NB_GGUF_RESIDENT, &g);
     if (s) {
         munmap(map, n);
         return s;
     }
     g->map = map;
     g->map_len = n;
+#ifdef MADV_POPULATE_READ
+    if (flags & NB_GGUF_RESIDENT) (void)madvise(map, n, MADV_POPULATE_READ); /* failure: faults on use */
+#endif
     *out = g;
     return NB_OK;
 }

@@ -228,7 +228,7 @@ nb_status nb_model_load(const char *path, nb_model **out) {
     *out = NULL;
     nb_model *m = calloc(1, sizeof *m);
     if (!m) return nb_fail(NB_ERR_NOMEM, "model: out of memory");
-    nb_status s = nb_gguf_open(path, &m->gguf);
+    nb_status s = nb_gguf_open_ex(path, NB_GGUF_RESIDENT, &m->gguf);
     if (!s) s = load_hparams(m);
     if (!s) s = bind_tensors(m);
     if (!s) s = nb_tokenizer_from_gguf(m->gguf, &m->tok);
