@@ -211,9 +211,9 @@ typedef enum nb_gguf_vtype {
  * type are validated, listed with supported = 0 and counted by nb_gguf_unsupported_count(), so
  * tools such as `inspect` can describe a file nibble will not run. */
 enum { NB_GGUF_LIST_UNSUPPORTED = 1u << 0 };
-/* NB_GGUF_RESIDENT (for running a model): fault the whole file in, in 2 MiB pages where the
- * kernel allows, re-reading it once if the page cache holds it in 4 KiB pages (reader.c,
- * settle_cache, says when and why). */
+/* NB_GGUF_RESIDENT (for running a model): once the file is validated, fault it in whole, in
+ * 2 MiB pages where the kernel allows, re-reading it once if the page cache holds it in 4 KiB
+ * pages (reader.c, settle_cache, says when and why). */
 enum { NB_GGUF_RESIDENT = 1u << 1 };
 
 /* Limits the reader enforces beyond what the bytes themselves bound. */

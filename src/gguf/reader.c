@@ -459,13 +459,24 @@ static double huge_share(const void *map, size_t len) {
 
 double nb_gguf_huge_share(const nb_gguf *g) { return g && g->map ? huge_share(g->map, g->map_len) : -1; }
 
-#if defined(MADV_HUGEPAGE) && defined(MADV_POPULATE_READ) && defined(MADV_PAGEOUT)
-/* A second mapping of the file with the 2 MiB hint, [off, off + len) of it faulted in; NULL on
- * failure. */
+/* The file read-only at addr (NULL: where the kernel likes; else MAP_FIXED, replacing what is
+ * there), with a hint, failure ignored: pages the mapping faults in from disk come in 2 MiB folios
+ * where the kernel and file system allow it. Pages already cached stay as they are;
+ * NB_GGUF_RESIDENT (settle_cache) mends those. */
+static void *map_file(int fd, size_t n, void *addr) {
+    void *map = mmap(addr, n, PROT_READ, MAP_PRIVATE | (addr ? MAP_FIXED : 0), fd, 0);
+#ifdef MADV_HUGEPAGE
+    if (map != MAP_FAILED) (void)madvise(map, n, MADV_HUGEPAGE);
+#endif
+    return map;
+}
+
+#if defined(MADV_POPULATE_READ) && defined(MADV_PAGEOUT)
+/* A second mapping of the file, [off, off + len) of it faulted in; NULL on failure. */
 static uint8_t *scratch_map(int fd, size_t n, size_t off, size_t len) {
-    void *s = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *s = map_file(fd, n, NULL);
     if (s == MAP_FAILED) return NULL;
-    if (madvise(s, n, MADV_HUGEPAGE) || madvise((uint8_t *)s + off, len, MADV_POPULATE_READ)) {
+    if (madvise((uint8_t *)s + off, len, MADV_POPULATE_READ)) {
         munmap(s, n);
         return NULL;
     }
@@ -473,19 +484,19 @@ static uint8_t *scratch_map(int fd, size_t n, size_t off, size_t len) {
 }
 #endif
 
-/* NB_GGUF_RESIDENT, before the file is parsed: have the page cache hold it in 2 MiB folios where
- * the kernel allows. Pages cached before a mapping's hint (the file was just written, copied, or
+/* NB_GGUF_RESIDENT, part one: have the page cache hold the file in 2 MiB folios where the
+ * kernel allows. Pages cached before a mapping's hint (the file was just written, copied, or
  * read() by another program) sit in 4 KiB folios and stay so: decode then takes a TLB miss every
  * 4 KiB of every weight, which cost 1-thread decode 10 % here (docs/BENCHMARKS.md). When under
  * 90 % of the file's whole 2 MiB spans come in 2 MiB pages, its pages are paged out of the cache
  * (MADV_PAGEOUT leaves those another process maps, and dirty ones) for the model's mapping to
  * read again, which readahead does in 2 MiB folios: one re-read, after which every run finds them
  * so. When none come so, the last two spans are tried first, so that a file system without large
- * folios does not pay a re-read each run. This works through a second mapping, before the
- * model's mapping is touched: a range once mapped in 4 KiB pages keeps its page table, and a
- * fault there fills that table even when the folio behind it is 2 MiB. Failures change nothing. */
+ * folios does not pay a re-read each run. All through a second mapping: a range once mapped in
+ * 4 KiB pages keeps its page table, and a fault there fills that table page by page even when
+ * the folio behind it is 2 MiB. Failures change nothing. */
 static void settle_cache(int fd, size_t n) {
-#if defined(MADV_HUGEPAGE) && defined(MADV_POPULATE_READ) && defined(MADV_PAGEOUT)
+#if defined(MADV_POPULATE_READ) && defined(MADV_PAGEOUT)
     const size_t tail = 2 * HUGE_SPAN;
     uint8_t *s = scratch_map(fd, n, 0, n);
     if (!s) return;
@@ -510,6 +521,19 @@ static void settle_cache(int fd, size_t n) {
 #endif
 }
 
+/* NB_GGUF_RESIDENT, once the file is valid: the file mapped again at the same address (the pages
+ * the parser read no longer mapped, so that settle_cache can page them out too, and no 4 KiB page
+ * tables left behind), settle_cache, and the mapping faulted in whole. */
+static nb_status make_resident(int fd, size_t n, void *map, const char *path) {
+    if (map_file(fd, n, map) == MAP_FAILED)
+        return nb_fail(NB_ERR_IO, "gguf: cannot map '%s' again (%zu bytes): %s", path, n, strerror(errno));
+    settle_cache(fd, n);
+#ifdef MADV_POPULATE_READ
+    (void)madvise(map, n, MADV_POPULATE_READ); /* failure: pages fault in on use */
+#endif
+    return NB_OK;
+}
+
 nb_status nb_gguf_open_ex(const char *path, unsigned flags, nb_gguf **out) {
     if (!path || !out) return nb_fail(NB_ERR_INVALID_ARG, "gguf: NULL path or output handle");
     *out = NULL;
@@ -525,31 +549,23 @@ nb_status nb_gguf_open_ex(const char *path, unsigned flags, nb_gguf **out) {
         return nb_fail(NB_ERR_FORMAT, "gguf: '%s' is empty (a GGUF header needs 24 bytes)", path);
     }
     size_t n = (size_t)st.st_size;
-    void *map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *map = map_file(fd, n, NULL);
     if (map == MAP_FAILED) {
         const int err = errno;
         close(fd);
         return nb_fail(NB_ERR_IO, "gguf: cannot map '%s' (%zu bytes): %s", path, n, strerror(err));
     }
-#ifdef MADV_HUGEPAGE
-    /* A hint, failure ignored: pages this mapping faults in from disk come in 2 MiB folios where
-     * the kernel and file system allow it. Pages already cached stay as they are; NB_GGUF_RESIDENT
-     * (settle_cache) mends those. */
-    (void)madvise(map, n, MADV_HUGEPAGE);
-#endif
-    if (flags & NB_GGUF_RESIDENT) settle_cache(fd, n);
-    close(fd); /* the mapping keeps the file alive */
-    nb_gguf *g;
+    nb_gguf *g = NULL;
     nb_status s = nb_gguf_parse_ex(map, n, flags & ~(unsigned)NB_GGUF_RESIDENT, &g);
+    if (!s && (flags & NB_GGUF_RESIDENT)) s = make_resident(fd, n, map, path);
+    close(fd); /* the mapping keeps the file alive */
     if (s) {
+        nb_gguf_close(g);
         munmap(map, n);
         return s;
     }
     g->map = map;
     g->map_len = n;
-#ifdef MADV_POPULATE_READ
-    if (flags & NB_GGUF_RESIDENT) (void)madvise(map, n, MADV_POPULATE_READ); /* failure: faults on use */
-#endif
     *out = g;
     return NB_OK;
 }
