@@ -97,7 +97,10 @@ static inline __attribute__((always_inline)) void tile_f16_vec(int R, int T, int
         for (int t = 0; t < T; t++)
             #pragma GCC unroll 4
             for (int j = 0; j < 4; j++) acc[t][j] = _mm256_setzero_ps();
-        for (int64_t i = 0; i < np; i += 32)
+        for (int64_t i = 0; i < np; i += 32) {
+            /* the next row's same 64 bytes: decode attention's transposed V rows are short runs
+             * 2 * n_cells bytes apart, each a stream the hardware prefetcher meets cold */
+            _mm_prefetch((const char *)(wr + rs * ws) + 2 * i, _MM_HINT_T0);
             #pragma GCC unroll 4
             for (int j = 0; j < 4; j++) {
                 const __m256 wv = load_f16(wr, i + 8 * j);
@@ -105,6 +108,7 @@ static inline __attribute__((always_inline)) void tile_f16_vec(int R, int T, int
                 for (int t = 0; t < T; t++)
                     acc[t][j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps((const float *)(a + (size_t)t * as) + i + 8 * j), acc[t][j]);
             }
+        }
         /* lanes m + (m+4) of each token's (0+2)+(1+3), then one vphaddps tree for the tokens:
          * lane t of the result is ((u0+u1)+(u2+u3)) of token t */
         __m128 u[4];
