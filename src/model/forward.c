@@ -285,6 +285,9 @@ static void gelu_mul(void *arg, int64_t i0, int64_t i1) {
     for (int64_t s = i0; s < i1; s += 256) {
         const int64_t n = i1 - s < 256 ? i1 - s : 256;
         nb_to_fp16(j->g + s, h, n);
+        /* the table's lines (evicted by the weights streamed since the last layer) asked for at
+         * once: 40 % less time here than missing them one lookup at a time (perf, 1 thread) */
+        for (int64_t k = 0; k < n; k++) __builtin_prefetch(&j->m->gelu_f16[h[k]]);
         for (int64_t k = 0; k < n; k++) {
             const float x = j->g[s + k];
             float a;
