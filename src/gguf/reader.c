@@ -509,7 +509,10 @@ static void settle_cache(int fd, size_t n) {
             (void)madvise(s + off, tail, MADV_PAGEOUT);
             munmap(s, n);
             s = scratch_map(fd, n, off, tail);
-            if (s && huge_share(s, n) <= 0) s = (munmap(s, n), NULL);
+            if (s && huge_share(s, n) <= 0) { /* no 2 MiB folios here: leave the cache as it is */
+                munmap(s, n);
+                s = NULL;
+            }
             if (s) (void)madvise(s, n, MADV_POPULATE_READ); /* MADV_PAGEOUT reaches mapped pages only */
         }
         if (s) (void)madvise(s, n, MADV_PAGEOUT);
