@@ -213,7 +213,7 @@ typedef enum nb_gguf_vtype {
 enum { NB_GGUF_LIST_UNSUPPORTED = 1u << 0 };
 /* NB_GGUF_RESIDENT (for running a model): once the file is validated, fault it in whole, in
  * 2 MiB pages where the kernel allows, re-reading it once if the page cache holds it in 4 KiB
- * pages (reader.c, settle_cache, says when and why). */
+ * pages (reader.c, make_resident, says when and why). */
 enum { NB_GGUF_RESIDENT = 1u << 1 };
 
 /* Limits the reader enforces beyond what the bytes themselves bound. */

@@ -24,7 +24,7 @@ if os.path.exists(tmp):
     os.remove(tmp)
 assemble(tmp)
 # On disk before the rename, and clean in the page cache: nibble's first run can then have it
-# re-read in 2 MiB pages (settle_cache in src/gguf/reader.c); dirty pages cannot be paged out.
+# re-read in 2 MiB pages (make_resident in src/gguf/reader.c); dirty pages cannot be paged out.
 fd = os.open(tmp, os.O_RDONLY)
 os.fsync(fd)
 os.close(fd)

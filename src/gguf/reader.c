@@ -462,7 +462,7 @@ double nb_gguf_huge_share(const nb_gguf *g) { return g && g->map ? huge_share(g-
 /* The file read-only at addr (NULL: where the kernel likes; else MAP_FIXED, replacing what is
  * there), with a hint, failure ignored: pages the mapping faults in from disk come in 2 MiB folios
  * where the kernel and file system allow it. Pages already cached stay as they are;
- * NB_GGUF_RESIDENT (settle_cache) mends those. */
+ * NB_GGUF_RESIDENT (make_resident) mends those. */
 static void *map_file(int fd, size_t n, void *addr) {
     void *map = mmap(addr, n, PROT_READ, MAP_PRIVATE | (addr ? MAP_FIXED : 0), fd, 0);
 #ifdef MADV_HUGEPAGE
@@ -471,70 +471,47 @@ static void *map_file(int fd, size_t n, void *addr) {
     return map;
 }
 
-#if defined(MADV_POPULATE_READ) && defined(MADV_PAGEOUT)
-/* A second mapping of the file, [off, off + len) of it faulted in; NULL on failure. */
-static uint8_t *scratch_map(int fd, size_t n, size_t off, size_t len) {
-    void *s = map_file(fd, n, NULL);
-    if (s == MAP_FAILED) return NULL;
-    if (madvise((uint8_t *)s + off, len, MADV_POPULATE_READ)) {
-        munmap(s, n);
-        return NULL;
-    }
-    return s;
-}
-#endif
-
-/* NB_GGUF_RESIDENT, part one: have the page cache hold the file in 2 MiB folios where the
+/* NB_GGUF_RESIDENT, once the file is valid: the whole file faulted in, in 2 MiB pages where the
  * kernel allows. Pages cached before a mapping's hint (the file was just written, copied, or
  * read() by another program) sit in 4 KiB folios and stay so: decode then takes a TLB miss every
  * 4 KiB of every weight, which cost 1-thread decode 10 % here (docs/BENCHMARKS.md). When under
  * 90 % of the file's whole 2 MiB spans come in 2 MiB pages, its pages are paged out of the cache
- * (MADV_PAGEOUT leaves those another process maps, and dirty ones) for the model's mapping to
- * read again, which readahead does in 2 MiB folios: one re-read, after which every run finds them
- * so. When none come so, the last two spans are tried first, so that a file system without large
- * folios does not pay a re-read each run. All through a second mapping: a range once mapped in
- * 4 KiB pages keeps its page table, and a fault there fills that table page by page even when
- * the folio behind it is 2 MiB. Failures change nothing. */
-static void settle_cache(int fd, size_t n) {
-#if defined(MADV_POPULATE_READ) && defined(MADV_PAGEOUT)
-    const size_t tail = 2 * HUGE_SPAN;
-    uint8_t *s = scratch_map(fd, n, 0, n);
-    if (!s) return;
-    uintptr_t lo, hi;
-    huge_spans(s, n, &lo, &hi);
-    const double have = hi - lo >= 2 * tail ? huge_share(s, n) : 1; /* too small to matter */
-    if (have >= 0 && have < 0.9) {
-        const size_t off = hi - tail - (uintptr_t)s;
-        if (have == 0) { /* the trial */
-            (void)madvise(s + off, tail, MADV_PAGEOUT);
-            munmap(s, n);
-            s = scratch_map(fd, n, off, tail);
-            if (s && huge_share(s, n) <= 0) { /* no 2 MiB folios here: leave the cache as it is */
-                munmap(s, n);
-                s = NULL;
-            }
-            if (s) (void)madvise(s, n, MADV_POPULATE_READ); /* MADV_PAGEOUT reaches mapped pages only */
-        }
-        if (s) (void)madvise(s, n, MADV_PAGEOUT);
-    }
-    if (s) munmap(s, n);
-#else
-    (void)fd;
-    (void)n;
-#endif
-}
-
-/* NB_GGUF_RESIDENT, once the file is valid: the file mapped again at the same address (the pages
- * the parser read no longer mapped, so that settle_cache can page them out too, and no 4 KiB page
- * tables left behind), settle_cache, and the mapping faulted in whole. */
+ * (MADV_PAGEOUT leaves those another process maps, and dirty ones) and faulted in again, which
+ * readahead does in 2 MiB folios: one re-read, after which every run finds them so. When none
+ * come so, the last two spans are tried first, so that a file system without large folios does
+ * not pay a re-read each run. Before each faulting-in the file is mapped afresh at the same
+ * address (the tensors' pointers stay valid): a range once mapped in 4 KiB pages keeps its page
+ * table, and a fault there fills that table page by page even when the folio behind it is 2 MiB.
+ * Only a failed remap is an error (the old mapping may be gone); the rest is best effort. */
 static nb_status make_resident(int fd, size_t n, void *map, const char *path) {
-    if (map_file(fd, n, map) == MAP_FAILED)
-        return nb_fail(NB_ERR_IO, "gguf: cannot map '%s' again (%zu bytes): %s", path, n, strerror(errno));
-    settle_cache(fd, n);
-#ifdef MADV_POPULATE_READ
-    (void)madvise(map, n, MADV_POPULATE_READ); /* failure: pages fault in on use */
-#endif
+#if defined(MADV_POPULATE_READ) && defined(MADV_PAGEOUT)
+    uint8_t *const m = map;
+    const size_t tail = 2 * HUGE_SPAN;
+    uintptr_t lo, hi;
+    huge_spans(m, n, &lo, &hi);
+    if (map_file(fd, n, m) == MAP_FAILED) goto remap_failed;
+    (void)madvise(m, n, MADV_POPULATE_READ);
+    const double have = hi - lo >= 2 * tail ? huge_share(m, n) : 1; /* too small to matter */
+    if (have < 0 || have >= 0.9) return NB_OK;
+    if (have == 0) { /* the trial */
+        const size_t off = hi - tail - (uintptr_t)m;
+        (void)madvise(m + off, tail, MADV_PAGEOUT);
+        if (map_file(fd, n, m) == MAP_FAILED) goto remap_failed;
+        (void)madvise(m + off, tail, MADV_POPULATE_READ);
+        const int can = huge_share(m, n) > 0;
+        (void)madvise(m, n, MADV_POPULATE_READ); /* the rest, which MADV_PAGEOUT must see mapped */
+        if (!can) return NB_OK;
+    }
+    (void)madvise(m, n, MADV_PAGEOUT);
+    if (map_file(fd, n, m) == MAP_FAILED) goto remap_failed;
+    (void)madvise(m, n, MADV_POPULATE_READ);
     return NB_OK;
+remap_failed:
+    return nb_fail(NB_ERR_IO, "gguf: cannot map '%s' again (%zu bytes): %s", path, n, strerror(errno));
+#else
+    (void)fd, (void)n, (void)map, (void)path;
+    return NB_OK;
+#endif
 }
 
 nb_status nb_gguf_open_ex(const char *path, unsigned flags, nb_gguf **out) {
