@@ -39,6 +39,13 @@ const char *nb_strerror(nb_status s);
 /* The message of the most recent failure on the calling thread ("" if none). */
 const char *nb_last_error(void);
 
+/* Removes (unlinks) every temporary file of an output write in progress in this process (the
+ * PATH.tmp.XXXXXX of a GGUF, imatrix, logits or SVG file not yet renamed into place), so that an
+ * interrupted run leaves the old file and no debris. Async-signal-safe: meant for a SIGINT/SIGTERM
+ * handler that then calls _exit(). At most 16 writes at once are tracked; more still work, but
+ * the extra temporary files are not removed. */
+void nb_remove_temp_files(void);
+
 /* ------------------------------------------------------------ CPU and ISA */
 
 /* Kernel sets. The best one the CPU supports is chosen once at first use; the environment

@@ -12,7 +12,7 @@
 #include "base/atomic.h"
 
 struct nb_svg {
-    nb_atomic_file out; /* the SVG goes to a temporary file renamed when complete */
+    nb_atomic_file out; /* the SVG goes to a temporary file renamed when complete, or to stdout for "-" */
     FILE *f;            /* out.f */
 };
 
@@ -24,7 +24,7 @@ nb_status nb_svg_begin(const char *path, double width, double height, nb_svg **o
     if (!path || !*path) return nb_fail(NB_ERR_INVALID_ARG, "svg: empty output path");
     nb_svg *s = calloc(1, sizeof *s);
     if (!s) return nb_fail(NB_ERR_NOMEM, "svg: out of memory for '%s'", path);
-    nb_status st = nb_atomic_open(&s->out, path, "svg");
+    nb_status st = nb_atomic_open_ex(&s->out, path, "svg", NB_ATOMIC_ALLOW_STDOUT); /* `--svg -` */
     if (st) {
         free(s);
         return st;
