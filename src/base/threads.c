@@ -21,7 +21,6 @@
 
 #include "base/error.h"
 
-#define NB_POOL_MAX_THREADS 256
 #define NB_POOL_SPIN 20000
 
 struct nb_pool {
@@ -107,10 +106,11 @@ nb_status nb_pool_create(int n_threads, nb_pool **out) {
     *out = NULL;
     if (n_threads <= 0) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = c > 0 ? (int)c : 1;
+        n_threads = c <= 0 ? 1 : c > NB_MAX_THREADS ? NB_MAX_THREADS : (int)c; /* a big machine still gets a pool */
     }
-    if (n_threads > NB_POOL_MAX_THREADS)
-        return nb_fail(NB_ERR_RANGE, "nb_pool_create: %d threads, limit %d", n_threads, NB_POOL_MAX_THREADS);
+    if (n_threads > NB_MAX_THREADS)
+        return nb_fail(NB_ERR_RANGE, "nb_pool_create: %d threads, limit %d (NB_MAX_THREADS)", n_threads,
+                       NB_MAX_THREADS);
     nb_pool *p = calloc(1, sizeof *p);
     if (!p) return nb_fail(NB_ERR_NOMEM, "nb_pool_create: pool struct");
     p->n = n_threads;
@@ -122,7 +122,8 @@ nb_status nb_pool_create(int n_threads, nb_pool **out) {
         p->workers = calloc((size_t)n_threads - 1, sizeof *p->workers);
         if (!p->workers) {
             nb_pool_destroy(p);
-            return nb_fail(NB_ERR_NOMEM, "nb_pool_create: %d thread handles", n_threads - 1);
+            return nb_fail(NB_ERR_NOMEM, "nb_pool_create: %d thread handle%s", n_threads - 1,
+                           nb_plural(n_threads - 1));
         }
         for (int i = 1; i < n_threads; i++) {
             if (pthread_create(&p->workers[i - 1], NULL, worker_main, p) != 0) {

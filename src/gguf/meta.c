@@ -116,8 +116,8 @@ static void read_scalar(nb_gguf_vtype type, const uint8_t *p, nb_gguf_value *out
 
 static nb_status bad_kv(const nb_gguf *g, int64_t kv) {
     if (!g) return nb_fail(NB_ERR_INVALID_ARG, "gguf: NULL handle");
-    return nb_fail(NB_ERR_RANGE, "gguf: metadata index %lld out of range (%lld keys)", (long long)kv,
-                   (long long)g->n_kv);
+    return nb_fail(NB_ERR_RANGE, "gguf: metadata index %lld out of range (%lld key%s)", (long long)kv,
+                   (long long)g->n_kv, nb_plural(g->n_kv));
 }
 
 nb_status nb_gguf_kv_value(const nb_gguf *g, int64_t kv, nb_gguf_value *out) {
@@ -144,8 +144,8 @@ nb_status nb_gguf_arr_value(const nb_gguf *g, int64_t kv, uint64_t i, nb_gguf_va
     if (e->type != NB_GGUF_ARRAY)
         return nb_fail(NB_ERR_FORMAT, "gguf: key '%s' is %s, not an array", e->key, nb_gguf_vtype_name(e->type));
     if (i >= e->count)
-        return nb_fail(NB_ERR_RANGE, "gguf: key '%s': element %llu out of range (%llu elements)", e->key,
-                       (unsigned long long)i, (unsigned long long)e->count);
+        return nb_fail(NB_ERR_RANGE, "gguf: key '%s': element %llu out of range (%llu element%s)", e->key,
+                       (unsigned long long)i, (unsigned long long)e->count, nb_plural((long long)e->count));
     if (e->elem == NB_GGUF_STRING) {
         out->type = NB_GGUF_STRING;
         out->v.str.ptr = (const char *)g->base + e->str_pos[i];

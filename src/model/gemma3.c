@@ -19,12 +19,26 @@
 #define MAX_HEADS 1024
 #define MAX_VOCAB (1 << 22)
 
+/* Why `key` could not be read as `want`, naming the key once: the getter's own message names it
+ * too, so it is quoted only for a failure other than absent or mistyped. */
+static nb_status meta_fail(nb_status s, const nb_gguf *g, const char *key, nb_gguf_vtype want) {
+    int64_t kv = nb_gguf_find_key(g, key);
+    if (kv < 0) return nb_fail(s, "model: metadata '%s': missing", key);
+    nb_gguf_value v;
+    if (nb_gguf_kv_value(g, kv, &v) == NB_OK && v.type != want) {
+        const char *got = nb_gguf_vtype_name(v.type);
+        return nb_fail(s, "model: metadata '%s': holds %s %s, expected %s", key, strchr("aeiof", got[0]) ? "an" : "a",
+                       got, nb_gguf_vtype_name(want));
+    }
+    return nb_fail(s, "model: metadata '%s': %s", key, nb_last_error());
+}
+
 static nb_status get_arch_u32(const nb_gguf *g, const char *arch, const char *key, int lo, int hi, int *out) {
     char full[128];
     snprintf(full, sizeof full, "%s.%s", arch, key);
     uint32_t v;
     nb_status s = nb_gguf_get_u32(g, full, &v);
-    if (s) return nb_fail(s, "model: metadata '%s': %s", full, nb_last_error());
+    if (s) return meta_fail(s, g, full, NB_GGUF_U32);
     if ((int64_t)v < lo || (int64_t)v > hi)
         return nb_fail(NB_ERR_FORMAT, "model: metadata '%s' = %u is outside [%d, %d]", full, v, lo, hi);
     *out = (int)v;
@@ -37,7 +51,7 @@ static nb_status get_arch_f32_opt(const nb_gguf *g, const char *arch, const char
     snprintf(full, sizeof full, "%s.%s", arch, key);
     if (nb_gguf_find_key(g, full) < 0) return NB_OK;
     nb_status s = nb_gguf_get_f32(g, full, out);
-    if (s) return nb_fail(s, "model: metadata '%s': %s", full, nb_last_error());
+    if (s) return meta_fail(s, g, full, NB_GGUF_F32);
     if (!isfinite(*out) || *out <= 0)
         return nb_fail(NB_ERR_FORMAT, "model: metadata '%s' = %g must be positive", full, *out);
     return NB_OK;
@@ -104,8 +118,9 @@ static nb_status sliding_pattern(nb_model *m) {
         if (s) return s;
         if (v.type == NB_GGUF_ARRAY && v.v.arr.type == NB_GGUF_BOOL) {
             if (v.v.arr.count != (uint64_t)in->n_layer)
-                return nb_fail(NB_ERR_FORMAT, "model: '%s' has %llu entries for %d layers", key,
-                               (unsigned long long)v.v.arr.count, in->n_layer);
+                return nb_fail(NB_ERR_FORMAT, "model: metadata '%s' holds %llu value%s for %d layer%s", key,
+                               (unsigned long long)v.v.arr.count, nb_plural((long long)v.v.arr.count), in->n_layer,
+                               nb_plural(in->n_layer));
             for (int il = 0; il < in->n_layer; il++) {
                 nb_gguf_value e;
                 if ((s = nb_gguf_arr_value(m->gguf, kv, (uint64_t)il, &e))) return s;
@@ -128,7 +143,7 @@ static nb_status load_hparams(nb_model *m) {
     const nb_gguf *g = m->gguf;
     const char *arch, *name;
     nb_status s = nb_gguf_get_string(g, "general.architecture", &arch);
-    if (s) return nb_fail(s, "model: general.architecture: %s", nb_last_error());
+    if (s) return meta_fail(s, g, "general.architecture", NB_GGUF_STRING);
     if (strcmp(arch, "gemma3"))
         return nb_fail(NB_ERR_UNSUPPORTED, "model: architecture '%.60s' is not supported (nibble runs: gemma3)", arch);
     snprintf(in->arch, sizeof in->arch, "%s", arch);
@@ -233,8 +248,9 @@ nb_status nb_model_load(const char *path, nb_model **out) {
     if (!s) s = bind_tensors(m);
     if (!s) s = nb_tokenizer_from_gguf(m->gguf, &m->tok);
     if (!s && nb_tokenizer_n_tokens(m->tok) != m->info.n_vocab)
-        s = nb_fail(NB_ERR_FORMAT, "model: the tokenizer has %d tokens but token_embd has %d rows",
-                    nb_tokenizer_n_tokens(m->tok), m->info.n_vocab);
+        s = nb_fail(NB_ERR_FORMAT, "model: the tokenizer has %d token%s but token_embd has %d row%s",
+                    nb_tokenizer_n_tokens(m->tok), nb_plural(nb_tokenizer_n_tokens(m->tok)), m->info.n_vocab,
+                    nb_plural(m->info.n_vocab));
     if (s) {
         nb_model_free(m);
         return s;

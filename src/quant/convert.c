@@ -65,7 +65,9 @@ static nb_status copy_kv(const nb_gguf *g, int64_t kv, nb_gguf_writer *w) {
     const size_t bytes = (size_t)n * esize[et];
     void *arr = malloc(bytes ? bytes : 1);
     char *text = NULL;
-    if (!arr) return nb_fail(NB_ERR_NOMEM, "quantize: key '%s': %llu elements", key, (unsigned long long)n);
+    if (!arr)
+        return nb_fail(NB_ERR_NOMEM, "quantize: key '%s': %llu element%s", key, (unsigned long long)n,
+                       nb_plural((long long)n));
     if (et == NB_GGUF_STRING) { /* one NUL-terminated copy of all strings, for the writer */
         uint64_t total = 0;
         for (uint64_t i = 0; i < n && !s; i++) {
@@ -210,8 +212,8 @@ static nb_status run_rows(nb_pool *pool, job *j, nb_pool_fn fn, int64_t rows, ui
     int64_t bad = atomic_load(&j->bad_row);
     if (!bad) return NB_OK;
     if (atomic_load(&j->bad_kind) == 2)
-        return nb_fail(NB_ERR_NOMEM, "quantize: tensor '%s': row buffer of %lld floats", j->t->name,
-                       (long long)j->t->ne[0]);
+        return nb_fail(NB_ERR_NOMEM, "quantize: tensor '%s': row buffer of %lld float%s", j->t->name,
+                       (long long)j->t->ne[0], nb_plural(j->t->ne[0]));
     return nb_fail(NB_ERR_NONFINITE, "quantize: tensor '%s': row %lld holds NaN or Inf", j->t->name,
                    (long long)(bad - 1));
 }
@@ -232,11 +234,11 @@ static nb_status convert_tensor(nb_pool *pool, const nb_quant_params *p, const n
     }
     if (p->measure && (!(j.sse = calloc((size_t)rows, sizeof *j.sse)) || !(j.sx2 = calloc((size_t)rows, sizeof *j.sx2)))) {
         free(j.sse);
-        return nb_fail(NB_ERR_NOMEM, "quantize: error sums of %lld rows", (long long)rows);
+        return nb_fail(NB_ERR_NOMEM, "quantize: error sums of %lld row%s", (long long)rows, nb_plural(rows));
     }
     if (pl->two_level) { /* one encode scale for the whole tensor: its absolute maximum first */
         if (!(j.amax = calloc((size_t)rows, sizeof *j.amax)))
-            s = nb_fail(NB_ERR_NOMEM, "quantize: row maxima of %lld rows", (long long)rows);
+            s = nb_fail(NB_ERR_NOMEM, "quantize: row maxima of %lld row%s", (long long)rows, nb_plural(rows));
         if (!s) s = run_rows(pool, &j, amax_rows, rows, done, total, p, 0);
         float amax = 0;
         for (int64_t r = 0; !s && r < rows; r++) amax = j.amax[r] > amax ? j.amax[r] : amax;
@@ -302,6 +304,7 @@ static nb_status layout(const nb_qplan *plan, int64_t n, uint64_t *off, uint64_t
     for (int64_t i = 0; i < n; i++) {
         size_t row;
         nb_status s = nb_row_bytes(plan[i].type, plan[i].t->ne[0], &row);
+        /* its message names the type and the row length; only the tensor is added */
         if (s) return nb_fail(s, "quantize: tensor '%s': %s", plan[i].t->name, nb_last_error());
         if (!nb_mul_u64(row, (uint64_t)nb_quant_rows(plan[i].t), &bytes[i]) || !nb_align_u64(at, SLOT_ALIGN, &at))
             return nb_fail(NB_ERR_OVERFLOW, "quantize: tensor '%s' size", plan[i].t->name);
@@ -335,7 +338,7 @@ static nb_status quantize_open(const nb_gguf *g, const char *out, const nb_quant
     nb_gguf_writer *w = NULL;
     scratch sc = {0};
     uint64_t total_out = 0, total_src = 0, done = 0;
-    if (!off || !bytes) s = nb_fail(NB_ERR_NOMEM, "quantize: layout of %lld tensors", (long long)n);
+    if (!off || !bytes) s = nb_fail(NB_ERR_NOMEM, "quantize: layout of %lld tensor%s", (long long)n, nb_plural(n));
     if (!s) s = layout(plan, n, off, bytes, &total_out);
     if (!s) s = nb_gguf_writer_create(&w);
     if (!s) s = copy_metadata(g, w, ftype);

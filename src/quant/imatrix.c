@@ -144,7 +144,7 @@ nb_status nb_imatrix_save(const nb_imatrix *im, const char *path, const char *da
     for (int64_t i = 0; i < im->n; i++) total += im->e[i].n_in + 1;
     if (!order || !(vals = malloc((size_t)(total ? total : 1) * sizeof *vals))) {
         free(order);
-        return nb_fail(NB_ERR_NOMEM, "imatrix save: %lld values", (long long)total);
+        return nb_fail(NB_ERR_NOMEM, "imatrix save: %lld value%s", (long long)total, nb_plural(total));
     }
     for (int64_t i = 0; i < im->n; i++) order[i] = &im->e[i];
     qsort(order, (size_t)im->n, sizeof *order, by_name);

@@ -246,36 +246,36 @@ static nb_status run_plan(ppl_run *r, const int32_t *tokens, int64_t n_tokens, c
     nb_status s;
     r->n_vocab = in->n_vocab;
     if (p->base_path) {
-        if (tokens) return nb_fail(NB_ERR_INVALID_ARG, "perplexity: tokens given with a base file (its tokens are scored)");
+        if (tokens) return nb_fail(NB_ERR_INVALID_ARG, "tokens given with a base file (its tokens are scored)");
         if ((s = nb_lprob_open(p->base_path, &r->base))) return s;
         const nb_lprob_header *h = &r->base->h;
         if (h->n_vocab != in->n_vocab)
-            return nb_fail(NB_ERR_INVALID_ARG, "perplexity: '%s' was written for a vocabulary of %d; this model has %d",
+            return nb_fail(NB_ERR_INVALID_ARG, "base file '%s' was written for a vocabulary of %d; this model has %d",
                            p->base_path, h->n_vocab, in->n_vocab);
         if (p->n_ctx && p->n_ctx != h->n_ctx)
-            return nb_fail(NB_ERR_INVALID_ARG, "perplexity: window %d differs from the base file's %d (omit -c)", p->n_ctx,
-                           h->n_ctx);
+            return nb_fail(NB_ERR_INVALID_ARG, "window %d differs from the %d of base file '%s' (omit -c)", p->n_ctx,
+                           h->n_ctx, p->base_path);
         r->n_ctx = h->n_ctx;
         r->n_chunks = p->n_chunks > 0 && p->n_chunks < h->n_chunks ? p->n_chunks : h->n_chunks;
         r->tokens = r->base->tokens;
     } else {
-        if (!tokens || n_tokens < 0) return nb_fail(NB_ERR_INVALID_ARG, "perplexity: no tokens and no base file");
+        if (!tokens || n_tokens < 0) return nb_fail(NB_ERR_INVALID_ARG, "no tokens and no base file");
         r->n_ctx = p->n_ctx ? p->n_ctx : PPL_DEFAULT_CTX;
         if (r->n_ctx < 4 || r->n_ctx > NB_LPROB_MAX_CTX)
-            return nb_fail(NB_ERR_RANGE, "perplexity: window %d outside [4, %d]", r->n_ctx, NB_LPROB_MAX_CTX);
+            return nb_fail(NB_ERR_RANGE, "window %d outside [4, %d]", r->n_ctx, NB_LPROB_MAX_CTX);
         const int64_t whole = n_tokens / r->n_ctx;
         if (whole < 1)
             return nb_fail(NB_ERR_RANGE,
-                           "perplexity: the text is %lld tokens; one window needs %d (use a longer text or a smaller -c)",
-                           (long long)n_tokens, r->n_ctx);
+                           "the text is %lld token%s; one window needs %d (use a longer text or a smaller -c)",
+                           (long long)n_tokens, nb_plural(n_tokens), r->n_ctx);
         r->n_chunks = (int)(whole < NB_LPROB_MAX_CHUNKS ? whole : NB_LPROB_MAX_CHUNKS);
         if (p->n_chunks > 0 && p->n_chunks < r->n_chunks) r->n_chunks = p->n_chunks;
         r->tokens = tokens;
     }
     if (r->n_ctx > nb_ctx_n_ctx(r->c))
-        return nb_fail(NB_ERR_RANGE, "perplexity: window %d exceeds the context's %d positions", r->n_ctx,
-                       nb_ctx_n_ctx(r->c));
-    if (p->n_rows < 1) return nb_fail(NB_ERR_RANGE, "perplexity: n_rows %d must be >= 1", p->n_rows);
+        return nb_fail(NB_ERR_RANGE, "window %d exceeds the context's %d position%s", r->n_ctx, nb_ctx_n_ctx(r->c),
+                       nb_plural(nb_ctx_n_ctx(r->c)));
+    if (p->n_rows < 1) return nb_fail(NB_ERR_RANGE, "n_rows %d must be >= 1", p->n_rows);
     r->first = r->n_ctx / 2;
     r->n_rows = p->n_rows < r->n_ctx - 1 - r->first ? p->n_rows : r->n_ctx - 1 - r->first;
     const nb_tokenizer *tok = nb_model_tokenizer(r->c->m);
@@ -287,7 +287,7 @@ static nb_status run_alloc(ppl_run *r, const nb_ppl_params *p) {
     const size_t n = (size_t)r->n_rows;
     uint64_t logit_floats;
     if (!nb_mul_u64(n, (uint64_t)r->n_vocab, &logit_floats) || logit_floats > SIZE_MAX / sizeof(float))
-        return nb_fail(NB_ERR_OVERFLOW, "perplexity: %zu logit rows of %d", n, r->n_vocab);
+        return nb_fail(NB_ERR_OVERFLOW, "%zu logit row%s of %d", n, nb_plural((long long)n), r->n_vocab);
     rows_job *j = &r->job;
     j->n_vocab = r->n_vocab;
     r->logits = malloc(logit_floats * sizeof(float));
@@ -310,8 +310,8 @@ static nb_status run_alloc(ppl_run *r, const nb_ppl_params *p) {
         j->base = r->base_recs;
     }
     if (!ok)
-        return nb_fail(NB_ERR_NOMEM, "perplexity: buffers for %zu logit rows of %d (%.1f MiB)", n, r->n_vocab,
-                       (double)logit_floats * sizeof(float) / 1048576.0);
+        return nb_fail(NB_ERR_NOMEM, "buffers for %zu logit row%s of %d (%.1f MiB)", n, nb_plural((long long)n),
+                       r->n_vocab, (double)logit_floats * sizeof(float) / 1048576.0);
     return NB_OK;
 }
 
@@ -361,10 +361,10 @@ static nb_status score_window(ppl_run *r, int w) {
 
 nb_status nb_perplexity(nb_ctx *c, const int32_t *tokens, int64_t n_tokens, const nb_ppl_params *p,
                         nb_ppl_result *out) {
-    if (!c || !p || !out) return nb_fail(NB_ERR_INVALID_ARG, "perplexity: NULL context, parameters or result");
+    if (!c || !p || !out) return nb_fail(NB_ERR_INVALID_ARG, "nb_perplexity: NULL context, parameters or result");
     memset(out, 0, sizeof *out);
     if (p->save_path && (p->top_k < 1 || p->top_k > NB_LPROB_MAX_TOP_K))
-        return nb_fail(NB_ERR_RANGE, "perplexity: top_k %d outside [1, %d]", p->top_k, NB_LPROB_MAX_TOP_K);
+        return nb_fail(NB_ERR_RANGE, "top_k %d outside [1, %d]", p->top_k, NB_LPROB_MAX_TOP_K);
     ppl_run r = {.c = c};
     nb_status s = run_plan(&r, tokens, n_tokens, p);
     if (!s) s = run_alloc(&r, p);
