@@ -1,61 +1,204 @@
 #include "cli/args.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <time.h>
 
-const char *arg_value(int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "nibble: option %s needs a value\n", argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
+static const char *prog = "nibble"; /* "nibble CMD" once arg_parse has run */
+static char prog_buf[64];
+
+static void say(const char *kind, const char *fmt, va_list ap) {
+    fprintf(stderr, "%s: %s", prog, kind);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
 }
 
-int arg_int(const char *flag, const char *s, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "nibble: %s '%s': expected an integer in [%ld, %ld]\n", flag, s, lo, hi);
-        return 0;
-    }
-    *out = (int)v;
-    return 1;
+int arg_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    say("", fmt, ap);
+    va_end(ap);
+    return CLI_FAIL;
 }
 
-int arg_u64(const char *flag, const char *s, uint64_t *out) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno || end == s || *end || *s == '-') {
-        fprintf(stderr, "nibble: %s '%s': expected a non-negative integer\n", flag, s);
-        return 0;
-    }
-    *out = v;
-    return 1;
+void arg_note(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    say("note: ", fmt, ap);
+    va_end(ap);
 }
 
-int arg_float(const char *flag, const char *s, double lo, double hi, float *out) {
+int arg_usage_error(const arg_spec *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    say("", fmt, ap);
+    va_end(ap);
+    fputs(s->usage, stderr);
+    return CLI_USAGE;
+}
+
+int arg_status(nb_status s) {
+    const char *msg = nb_last_error();
+    if (!*msg) arg_error("%s", nb_strerror(s));
+    else if (s == NB_ERR_NOMEM) arg_error("out of memory: %s", msg); /* the library's message names what for */
+    else arg_error("%s", msg);
+    return s == NB_ERR_INVALID_ARG ? CLI_USAGE : CLI_FAIL;
+}
+
+/* Whether `name` is one of the '|'-separated spellings. */
+static int spelled(const char *names, const char *name) {
+    const size_t n = strlen(name);
+    for (const char *p = names; *p;) {
+        const char *bar = strchr(p, '|');
+        const size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && !memcmp(p, name, n)) return 1;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return 0;
+}
+
+int arg_given(const arg_spec *s, const char *name) {
+    for (int i = 0; i < s->n_opts; i++)
+        if (spelled(s->opts[i].names, name)) return s->opts[i].given;
+    return 0;
+}
+
+static int parse_long(const char *v, long *out) {
     char *end;
     errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
-        fprintf(stderr, "nibble: %s '%s': expected a number in [%g, %g]\n", flag, s, lo, hi);
+    *out = strtol(v, &end, 10);
+    return !errno && end != v && !*end;
+}
+
+/* One option's value into its destination; 1 ok, 0 after a message. */
+static int take(const arg_spec *s, const arg_opt *o, const char *flag, const char *v) {
+    long l;
+    switch (o->kind) {
+    case ARG_FLAG: *(int *)o->out = 1; return 1;
+    case ARG_STR: *(const char **)o->out = v; return 1;
+    case ARG_INT:
+        if (parse_long(v, &l) && l >= o->lo && l <= o->hi) {
+            *(int *)o->out = (int)l;
+            return 1;
+        }
+        arg_usage_error(s, "%s '%s': expected an integer in [%.0f, %.0f]", flag, v, o->lo, o->hi);
+        return 0;
+    case ARG_U64: {
+        char *end;
+        errno = 0;
+        unsigned long long u = strtoull(v, &end, 0);
+        if (!errno && end != v && !*end && *v != '-') {
+            *(uint64_t *)o->out = u;
+            return 1;
+        }
+        arg_usage_error(s, "%s '%s': expected a non-negative integer", flag, v);
         return 0;
     }
-    *out = (float)v;
-    return 1;
+    case ARG_FLOAT: {
+        char *end;
+        errno = 0;
+        double d = strtod(v, &end);
+        if (!errno && end != v && !*end && isfinite(d) && d >= o->lo && d <= o->hi) {
+            *(float *)o->out = (float)d;
+            return 1;
+        }
+        arg_usage_error(s, "%s '%s': expected a number in [%g, %g]", flag, v, o->lo, o->hi);
+        return 0;
+    }
+    case ARG_CHOICE: {
+        int k = 0;
+        for (const char *p = o->choices;; k++) {
+            const char *bar = strchr(p, '|');
+            const size_t len = bar ? (size_t)(bar - p) : strlen(p);
+            if (strlen(v) == len && !strncasecmp(p, v, len)) {
+                *(int *)o->out = k;
+                return 1;
+            }
+            if (!bar) break;
+            p = bar + 1;
+        }
+        arg_usage_error(s, "%s '%s': expected one of %s", flag, v, o->choices);
+        return 0;
+    }
+    case ARG_LIST: {
+        arg_list *li = o->out;
+        li->n = 0;
+        for (const char *p = v;;) {
+            char *end;
+            errno = 0;
+            l = strtol(p, &end, 10);
+            if (errno || end == p || (*end && *end != ',') || l < o->lo || l > o->hi || li->n == ARG_LIST_MAX) {
+                arg_usage_error(s, "%s '%s': expected up to %d comma-separated integers in [%.0f, %.0f]", flag, v,
+                                ARG_LIST_MAX, o->lo, o->hi);
+                return 0;
+            }
+            li->v[li->n++] = (int)l;
+            if (!*end) return 1;
+            p = end + 1;
+        }
+    }
+    case ARG_STRS: {
+        arg_strs *li = o->out;
+        if (li->n == ARG_STRS_MAX) {
+            arg_usage_error(s, "%s: at most %d of them", flag, ARG_STRS_MAX);
+            return 0;
+        }
+        li->v[li->n++] = v;
+        return 1;
+    }
+    case ARG_IGNORED: arg_note("%s %s ignored: %s", flag, v, o->choices); return 1;
+    }
+    return 0;
+}
+
+int arg_parse(arg_spec *s, int argc, char **argv) {
+    snprintf(prog_buf, sizeof prog_buf, "nibble %s", s->cmd);
+    prog = prog_buf;
+    int options = 1; /* until "--" */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (options && (!strcmp(a, "-h") || !strcmp(a, "--help"))) {
+            fputs(s->usage, stdout);
+            return CLI_OK;
+        }
+        if (options && !strcmp(a, "--")) {
+            options = 0;
+            continue;
+        }
+        if (!options || a[0] != '-' || !a[1]) {
+            if (s->n_pos == s->max_pos)
+                return s->max_pos ? arg_usage_error(s, "unexpected argument '%s'", a)
+                                  : arg_usage_error(s, "unexpected argument '%s' (this command takes only options)", a);
+            s->pos[s->n_pos++] = a;
+            continue;
+        }
+        arg_opt *o = NULL;
+        for (int k = 0; k < s->n_opts && !o; k++)
+            if (spelled(s->opts[k].names, a)) o = &s->opts[k];
+        if (!o) return arg_usage_error(s, "unknown option '%s'", a);
+        const char *v = NULL;
+        if (o->kind != ARG_FLAG) {
+            if (i + 1 >= argc) return arg_usage_error(s, "option %s needs a value", a);
+            v = argv[++i];
+        }
+        if (!take(s, o, a, v)) return CLI_USAGE;
+        o->given++;
+    }
+    return -1;
 }
 
 char *arg_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
+    const int std_in = !strcmp(path, "-");
+    FILE *f = std_in ? stdin : fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "nibble: cannot open '%s': %s\n", path, strerror(errno));
+        arg_error("cannot open '%s': %s", path, strerror(errno));
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
@@ -68,16 +211,39 @@ char *arg_read_file(const char *path, size_t *len) {
             buf = nb;
         }
     }
-    int err = ferror(f);
-    fclose(f);
+    const int err = ferror(f) ? errno : 0;
+    if (!std_in) fclose(f);
     if (!buf || err) {
-        fprintf(stderr, "nibble: cannot read '%s'\n", path);
+        const char *name = std_in ? "standard input" : path;
+        if (buf) arg_error("cannot read '%s': %s", name, strerror(err));
+        else arg_error("out of memory reading '%s'", name);
         free(buf);
         return NULL;
     }
     buf[n] = '\0';
     *len = n;
     return buf;
+}
+
+void arg_text(FILE *f, const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)p[i];
+        if (c < 0x20 || c == 0x7F) fprintf(f, "\\x%02X", c);
+        else fputc(c, f);
+    }
+}
+
+const char *arg_safe(int slot, const char *s) {
+    static char bufs[2][256];
+    char *b = bufs[slot & 1];
+    size_t o = 0;
+    for (; *s && o + 5 < sizeof bufs[0]; s++) {
+        const unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7F) o += (size_t)snprintf(b + o, 5, "\\x%02X", c);
+        else b[o++] = (char)c;
+    }
+    b[o] = '\0';
+    return b;
 }
 
 uint64_t arg_peak_rss(void) {

@@ -183,32 +183,24 @@ static int bench_type(nb_pool *pool, int type, int reps, row *out) {
     return 1;
 }
 
-static int parse_threads(const char *s, int *t, int max) {
-    int n = 0;
-    while (*s && n < max) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 1 || v > 256) return 0;
-        t[n++] = (int)v;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') return 0;
-    }
-    return n;
-}
+static const char USAGE_KERNELS[] = "usage: nibble bench kernels [-o md|json] [-t 1,2] [-r REPS]\n"
+                                    "  -o md|json   a Markdown table (default) or JSON\n"
+                                    "  -t LIST      thread counts, comma-separated (default 1,2)\n"
+                                    "  -r REPS      repetitions per figure, 1..32 (default 5)\n";
+static const char USAGE_ROOFLINE[] = "usage: nibble bench roofline -m MODEL [-t 1,2] [-n N] [-r REPS]\n"
+                                     "  -m, --model FILE  the GGUF model\n"
+                                     "  -t LIST           thread counts, comma-separated (default 1,2)\n"
+                                     "  -n N              decode steps per round, 1..4096 (default 64)\n"
+                                     "  -r REPS           rounds per thread count, 1..32 (default 5)\n";
 
 static int bench_kernels(int argc, char **argv) {
-    int json = 0, reps = 5, threads[8] = {1, 2}, nthreads = 2;
-    for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "-o") && i + 1 < argc) {
-            json = !strcmp(argv[++i], "json");
-            if (!json && strcmp(argv[i], "md")) goto usage;
-        } else if (!strcmp(argv[i], "-t") && i + 1 < argc) {
-            if (!(nthreads = parse_threads(argv[++i], threads, 8))) goto usage;
-        } else if (!strcmp(argv[i], "-r") && i + 1 < argc) {
-            reps = atoi(argv[++i]);
-            if (reps < 1 || reps > 32) goto usage;
-        } else goto usage;
-    }
+    int json = 0, reps = 5;
+    arg_list threads = {{1, 2}, 2};
+    arg_opt opts[] = {OPT_CHOICE("-o|--output", &json, "md|json"), OPT_LIST("-t|--threads", &threads, 1, NB_MAX_THREADS),
+                      OPT_INT("-r|--repetitions", &reps, 1, 32)};
+    arg_spec spec = ARG_SPEC("bench kernels", USAGE_KERNELS, opts, NULL, 0);
+    int rc = arg_parse(&spec, argc - 1, argv + 1);
+    if (rc >= 0) return rc;
     static const int types[] = {NB_TYPE_Q4_K, NB_TYPE_Q5_K, NB_TYPE_Q5_0, NB_TYPE_Q6_K, NB_TYPE_Q8_0, NB_TYPE_MXFP4,
                                 NB_TYPE_NVFP4, NB_TYPE_Q4_0, NB_TYPE_F16, NB_TYPE_BF16, NB_TYPE_F32};
     const int ntypes = (int)(sizeof types / sizeof types[0]);
@@ -219,18 +211,16 @@ static int bench_kernels(int argc, char **argv) {
         printf("|---|---|---|---|---|---|---|\n");
     }
     int first = 1;
-    for (int ti = 0; ti < nthreads; ti++) {
+    for (int ti = 0; ti < threads.n; ti++) {
         nb_pool *pool;
-        if (nb_pool_create(threads[ti], &pool) != NB_OK) {
-            fprintf(stderr, "nibble bench: %s\n", nb_last_error());
-            return 1;
-        }
+        nb_status s = nb_pool_create(threads.v[ti], &pool);
+        if (s) return arg_status(s);
         stat st = stream_gbs(pool, reps);
-        if (!json) printf("| stream read | %d | %.1f ± %.1f | 100 | | | 1 GiB sum |\n", threads[ti], st.med, st.spread);
+        if (!json) printf("| stream read | %d | %.1f ± %.1f | 100 | | | 1 GiB sum |\n", threads.v[ti], st.med, st.spread);
         for (int k = 0; k < ntypes; k++) {
-            row r = {.threads = threads[ti], .stream = st.med};
+            row r = {.threads = threads.v[ti], .stream = st.med};
             if (!bench_type(pool, types[k], reps, &r)) {
-                fprintf(stderr, "nibble bench: out of memory for %s\n", nb_type_name(types[k]));
+                arg_error("out of memory for %s", nb_type_name(types[k]));
                 nb_pool_destroy(pool);
                 return 1;
             }
@@ -251,9 +241,6 @@ static int bench_kernels(int argc, char **argv) {
     }
     if (json) printf("\n]}\n");
     return 0;
-usage:
-    fprintf(stderr, "usage: nibble bench kernels [-o md|json] [-t 1,2] [-r REPS]\n");
-    return 2;
 }
 
 /* ----------------------------------------------------------- roofline */
@@ -290,27 +277,18 @@ static int decode_round(nb_ctx *c, nb_sampler *greedy, const nb_model_info *in, 
  * reads, and the share of it that decode reached is taken per round (the machine's bandwidth
  * drifts between rounds), then summarized as median (min..max). */
 static int bench_roofline(int argc, char **argv) {
-    int reps = 5, n_gen = 64, threads[8] = {1, 2}, nthreads = 2;
+    int reps = 5, n_gen = 64;
+    arg_list threads = {{1, 2}, 2};
     const char *path = NULL;
-    for (int i = 2; i < argc; i++) {
-        const char *v;
-        if (!strcmp(argv[i], "-m")) {
-            if (!(path = arg_value(argc, argv, &i))) return 2;
-        } else if (!strcmp(argv[i], "-t")) {
-            if (!(v = arg_value(argc, argv, &i))) return 2;
-            if (!(nthreads = parse_threads(v, threads, 8))) goto usage;
-        } else if (!strcmp(argv[i], "-n")) {
-            if (!(v = arg_value(argc, argv, &i)) || !arg_int("-n", v, 1, 4096, &n_gen)) return 2;
-        } else if (!strcmp(argv[i], "-r")) {
-            if (!(v = arg_value(argc, argv, &i)) || !arg_int("-r", v, 1, 32, &reps)) return 2;
-        } else goto usage;
-    }
-    if (!path) goto usage;
+    arg_opt opts[] = {OPT_STR("-m|--model", &path), OPT_LIST("-t|--threads", &threads, 1, NB_MAX_THREADS),
+                      OPT_INT("-n|--n-gen", &n_gen, 1, 4096), OPT_INT("-r|--repetitions", &reps, 1, 32)};
+    arg_spec spec = ARG_SPEC("bench roofline", USAGE_ROOFLINE, opts, NULL, 0);
+    int rc = arg_parse(&spec, argc - 1, argv + 1);
+    if (rc >= 0) return rc;
+    if (!path) return arg_usage_error(&spec, "-m MODEL is required");
     nb_model *m;
-    if (nb_model_load(path, &m) != NB_OK) {
-        fprintf(stderr, "nibble bench: %s\n", nb_last_error());
-        return 1;
-    }
+    nb_status st = nb_model_load(path, &m);
+    if (st) return arg_status(st);
     const nb_model_info *in = nb_model_get_info(m);
     const int32_t bos = nb_tokenizer_bos(nb_model_tokenizer(m)) < 0 ? 0 : nb_tokenizer_bos(nb_model_tokenizer(m));
     float *logits = malloc(sizeof(float) * (size_t)in->n_vocab);
@@ -318,7 +296,7 @@ static int bench_roofline(int argc, char **argv) {
     sp.temp = 0;
     nb_sampler *greedy = NULL;
     if (!logits || nb_sampler_create(&sp, in->n_vocab, &greedy) != NB_OK) {
-        fprintf(stderr, "nibble bench: out of memory\n");
+        arg_error("out of memory");
         free(logits);
         nb_model_free(m);
         return 1;
@@ -330,15 +308,15 @@ static int bench_roofline(int argc, char **argv) {
     else printf("weights mapped in 2 MiB pages: unknown\n\n");
     printf("| threads | stream GB/s | decode tok/s | MB read per step | ceiling tok/s | share of ceiling |\n");
     printf("|---|---|---|---|---|---|\n");
-    int rc = 0;
-    for (int ti = 0; ti < nthreads && !rc; ti++) {
+    rc = 0;
+    for (int ti = 0; ti < threads.n && !rc; ti++) {
         nb_pool *pool = NULL;
         nb_ctx *c = NULL;
         nb_ctx_params cp = nb_ctx_default_params();
         cp.n_ctx = n_gen + 8;
         double gbs[32], tps[32], ceil[32], share[32], bytes = 0, warm;
         uint64_t *buf = stream_buf();
-        rc = !buf || nb_pool_create(threads[ti], &pool) != NB_OK;
+        rc = !buf || nb_pool_create(threads.v[ti], &pool) != NB_OK;
         if (!rc) cp.pool = pool, rc = nb_ctx_create(m, &cp, &c) != NB_OK;
         if (!rc) rc = !decode_round(c, greedy, in, bos, n_gen, logits, &warm, &bytes); /* pages, arena */
         for (int r = 0; r < reps && !rc; r++) {
@@ -347,10 +325,10 @@ static int bench_roofline(int argc, char **argv) {
             ceil[r] = gbs[r] * 1e9 / bytes;
             share[r] = 100 * tps[r] / ceil[r];
         }
-        if (rc) fprintf(stderr, "nibble bench: %s\n", nb_last_error());
+        if (rc) arg_error("%s", buf ? nb_last_error() : "out of memory for the streaming buffer");
         else {
             const stat g = stats(gbs, reps), t = stats(tps, reps), cl = stats(ceil, reps), sh = stats(share, reps);
-            printf("| %d | %.1f ± %.1f | %.1f ± %.1f | %.1f | %.1f ± %.1f | %.0f %% (%.0f..%.0f) |\n", threads[ti], g.med,
+            printf("| %d | %.1f ± %.1f | %.1f ± %.1f | %.1f | %.1f ± %.1f | %.0f %% (%.0f..%.0f) |\n", threads.v[ti], g.med,
                    g.spread, t.med, t.spread, bytes / 1e6, cl.med, cl.spread, sh.med, share[0], share[reps - 1]);
             fflush(stdout);
         }
@@ -362,15 +340,15 @@ static int bench_roofline(int argc, char **argv) {
     free(logits);
     nb_model_free(m);
     return rc;
-usage:
-    fprintf(stderr, "usage: nibble bench roofline -m MODEL [-t 1,2] [-n N] [-r REPS]\n");
-    return 2;
 }
 
 int cmd_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "kernels")) return bench_kernels(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "roofline")) return bench_roofline(argc, argv);
-    fprintf(stderr, "usage: nibble bench kernels [-o md|json] [-t 1,2] [-r REPS]\n"
-                    "       nibble bench roofline -m MODEL [-t 1,2] [-n N] [-r REPS]\n");
-    return 2;
+    const int help = argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
+    if (argc < 2) fprintf(stderr, "nibble bench: which benchmark? kernels or roofline\n");
+    else if (!help) fprintf(stderr, "nibble bench: unknown benchmark '%s' (kernels or roofline)\n", argv[1]);
+    fputs(USAGE_KERNELS, help ? stdout : stderr);
+    fputs(USAGE_ROOFLINE, help ? stdout : stderr);
+    return help ? 0 : 2;
 }

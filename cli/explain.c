@@ -97,58 +97,39 @@ static void code_text(const nb_code_trace *t, int zero_extended) {
     printf("  rule:   %s\n  value:  %s\n", t->rule, t->arith);
 }
 
-static int codes_usage(FILE *f, int code) {
-    fprintf(f, "usage: nibble explain FORMAT CODE [--json] [--svg FILE] [--scale S]\n"
-               "       nibble explain bits CODE [--json]\n"
-               "  FORMAT  e2m1 int4 uint4 e8m0 e4m3 ue4m3 fp16 bf16 fp32\n"
-               "  CODE    0101 (binary: 0b prefix, or 4+ digits of 0/1), 0x5 (hex) or 5 (decimal)\n"
-               "  --svg   draw the E2M1 and INT4 codebooks as rulers at --scale S (default 1), the code marked\n");
-    return code;
-}
+static const char CODES_USAGE[] =
+    "usage: nibble explain FORMAT CODE [--json] [--svg FILE] [--scale S]\n"
+    "       nibble explain bits CODE [--json]\n"
+    "  FORMAT  e2m1 int4 uint4 e8m0 e4m3 ue4m3 fp16 bf16 fp32\n"
+    "  CODE    0101 (binary: 0b prefix, or 4+ digits of 0/1), 0x5 (hex) or 5 (decimal)\n"
+    "  --svg   draw the E2M1 and INT4 codebooks as rulers at --scale S (default 1), the code marked\n"
+    "          ('-': standard output, instead of the text)\n";
 
 int explain_codes(int argc, char **argv) {
     const char *fmt = argv[0], *text = NULL, *svg = NULL;
     int json = 0;
     float scale = 1.0f;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--svg")) {
-            if (!(svg = arg_value(argc, argv, &i))) return codes_usage(stderr, 2);
-        } else if (!strcmp(argv[i], "--scale")) {
-            const char *v = arg_value(argc, argv, &i);
-            if (!v || !arg_float("--scale", v, 1e-30, 1e30, &scale)) return codes_usage(stderr, 2);
-        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return codes_usage(stdout, 0);
-        else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "nibble explain: unknown option '%s'\n", argv[i]);
-            return codes_usage(stderr, 2);
-        } else if (text) {
-            fprintf(stderr, "nibble explain: one code at a time ('%s' and '%s')\n", text, argv[i]);
-            return codes_usage(stderr, 2);
-        } else text = argv[i];
-    }
-    if (!text) {
-        fprintf(stderr, "nibble explain %s: which code? e.g. `nibble explain %s 0101`\n", fmt, fmt);
-        return codes_usage(stderr, 2);
-    }
+    arg_opt opts[] = {OPT_FLAG("--json", &json), OPT_STR("--svg", &svg), OPT_FLOAT("--scale", &scale, 1e-30, 1e30)};
+    arg_spec spec = ARG_SPEC("explain", CODES_USAGE, opts, &text, 1);
+    int rc = arg_parse(&spec, argc, argv);
+    if (rc >= 0) return rc;
+    if (!text) return arg_usage_error(&spec, "which code? e.g. `nibble explain %s 0101`", fmt);
     int all = !strcasecmp(fmt, "bits");
     int kind = all ? -1 : nb_code_find(fmt);
     uint32_t code;
     int width;
-    if (nb_code_parse(text, all ? 32 : nb_code_info_get(kind)->width, &code, &width)) {
-        fprintf(stderr, "nibble explain %s: %s\n", fmt, nb_last_error());
-        return 2;
-    }
+    if (nb_code_parse(text, all ? 32 : nb_code_info_get(kind)->width, &code, &width))
+        return arg_usage_error(&spec, "%s", nb_last_error());
     nb_code_trace tr[NB_CODE_COUNT];
     int n = 0;
     for (int k = 0; k < NB_CODE_COUNT; k++) {
         if (all ? nb_code_info_get(k)->width < width : k != kind) continue;
         nb_code_explain(k, code, &tr[n++]);
     }
-    if (!all && !strcmp(tr[0].rule, "not a code")) {
-        fprintf(stderr, "nibble explain %s: %s\n", fmt, tr[0].arith);
-        return 2;
-    }
-    if (json) {
+    if (!all && !strcmp(tr[0].rule, "not a code")) return arg_usage_error(&spec, "%s", tr[0].arith);
+    if (svg && !strcmp(svg, "-")) {
+        /* the picture on standard output is the whole output */
+    } else if (json) {
         if (all) {
             char bits[40];
             nb_code_bits(code, width, bits);
@@ -178,7 +159,7 @@ int explain_codes(int argc, char **argv) {
         char title[128];
         snprintf(title, sizeof title, "codebooks at scale %s%s%s", ex_num(0, scale), mark ? ", marked: " : "",
                  mark ? text : "");
-        if (ex_svg_ruler(svg, scale, mark ? &v : NULL, mark, title)) return 1;
+        return ex_svg_ruler(svg, scale, mark ? &v : NULL, mark, title);
     }
     return 0;
 }
@@ -198,7 +179,10 @@ static int usage(FILE *f, int code) {
 }
 
 int cmd_explain(int argc, char **argv) {
-    if (argc < 2) return usage(stderr, 2);
+    if (argc < 2) {
+        fprintf(stderr, "nibble explain: what? a format, a code's format, a GGUF file, 'dot' or 'compare'\n");
+        return usage(stderr, 2);
+    }
     const char *what = argv[1];
     if (!strcmp(what, "-h") || !strcmp(what, "--help") || !strcmp(what, "help")) return usage(stdout, 0);
     if (!strcmp(what, "dot")) return explain_dot(argc - 1, argv + 1);

@@ -27,7 +27,8 @@ void ex_json_num(FILE *f, double v);
  * buffer per slot (0..7) so a printf can hold several. */
 const char *ex_num(int slot, double v);
 
-/* Pictures (explain_svg.c). Each writes through nb_svg (temp file + rename); 0 ok, 1 with a message. */
+/* Pictures (explain_svg.c). Each writes through nb_svg (temp file + rename, or standard output for
+ * "-"); returns 0, or the exit code after a message (2 for an output path nibble will not replace). */
 int ex_svg_ruler(const char *path, double scale, const double *w, int n, const char *title);
 int ex_svg_block(const char *path, const nb_block_trace *bt, const void *block, int payload, const char *title);
 typedef struct ex_hist {

@@ -296,51 +296,53 @@ static void print_json(const nb_block_trace *bt, const uint8_t *b, const source 
     printf("]}\n");
 }
 
-static int usage(FILE *f, int code) {
-    fprintf(f, "usage: nibble explain FORMAT [--fixture article] [--byte N | --lane L] [--value V] [--json] [--svg FILE]\n"
-               "       nibble explain MODEL.gguf TENSOR [--row R] [--block B] [--byte N | --lane L | --col C] [--json] [--svg FILE]\n"
-               "  FORMAT   q4_0 q5_0 q8_0 q4_K q5_K q6_K mxfp4 nvfp4 (case-insensitive)\n"
-               "  --byte N payload byte N of the block (default 0); --lane L element L of the block;\n"
-               "  --col C  element C of the row (sets block and lane); --value V replaces the payload byte's value\n"
-               "  --svg    draw the block's bytes with each nibble's arrow to its lane, colored by its scale\n");
-    return code;
-}
+static const char USAGE[] =
+    "usage: nibble explain FORMAT [--fixture article] [--byte N | --lane L] [--value V] [--json] [--svg FILE]\n"
+    "       nibble explain MODEL.gguf TENSOR [--row R] [--block B] [--byte N | --lane L | --col C] [--json] [--svg FILE]\n"
+    "  FORMAT   q4_0 q5_0 q8_0 q4_K q5_K q6_K mxfp4 nvfp4 (case-insensitive)\n"
+    "  --byte N payload byte N of the block (default 0); --lane L element L of the block;\n"
+    "  --col C  element C of the row (sets block and lane); --value V replaces the payload byte's value\n"
+    "  --svg    draw the block's bytes with each nibble's arrow to its lane, colored by its scale\n"
+    "           ('-': standard output, instead of the text)\n"
+    "A --row, --block, --byte, --lane or --col past the block or tensor is bad usage (exit 2).\n";
 
-/* Locates the block of a tensor; fills src and copies the block. Returns 0, or 1 with a message. */
-static int load_tensor(source *src, const char *col, uint8_t *blk, int *type, float *tscale) {
+/* Locates the block of a tensor; fills src and copies the block. Returns 0, 1 after a message on a
+ * file that cannot be read, or 2 after one on a --row/--block/--col past the tensor. */
+static int load_tensor(source *src, int col, uint8_t *blk, int *type, float *tscale) {
     nb_gguf *g;
-    if (nb_gguf_open(src->file, &g)) {
-        fprintf(stderr, "nibble explain: %s: %s\n", src->file, nb_last_error());
-        return 1;
-    }
-    int rc = 1;
+    nb_status st = nb_gguf_open(src->file, &g);
+    if (st) return arg_status(st);
+    int rc = CLI_USAGE;
     const nb_gguf_tensor *t = nb_gguf_find_tensor(g, src->tensor);
     const nb_type_info *in = t ? nb_type_get(t->type) : NULL;
-    if (!t) fprintf(stderr, "nibble explain: %s has no tensor '%s' (`nibble inspect --tensors` lists them)\n", src->file, src->tensor);
-    else if (!in) fprintf(stderr, "nibble explain: tensor '%s': %s\n", src->tensor, nb_last_error());
+    if (!t) arg_error("%s has no tensor '%s' (`nibble inspect --tensors` lists them)", src->file, arg_safe(0, src->tensor));
+    else if (!in) rc = arg_error("tensor '%s': %s", src->tensor, nb_last_error());
     else {
         size_t row_bytes;
         nb_row_bytes(t->type, t->ne[0], &row_bytes);
         src->rows = t->ne[1] * t->ne[2] * t->ne[3];
         src->blocks = t->ne[0] / in->block_elems;
-        if (col) {
-            int c;
-            if (!arg_int("--col", col, 0, t->ne[0] - 1 < INT_MAX ? (long)t->ne[0] - 1 : INT_MAX, &c)) goto out;
-            src->block = c / in->block_elems;
+        if (col >= 0) {
+            if (col >= t->ne[0]) {
+                arg_error("--col %d is out of range: a row of '%s' has %lld elements (0..%lld)", col, src->tensor,
+                          (long long)t->ne[0], (long long)t->ne[0] - 1);
+                goto out;
+            }
+            src->block = col / in->block_elems;
         }
         src->row_bytes = row_bytes;
         src->data_offset = nb_gguf_data_offset(g);
         src->tensor_offset = t->offset;
         uint64_t off;
         if (src->row >= src->rows)
-            fprintf(stderr, "nibble explain: --row %lld is out of range: tensor '%s' has %lld rows (0..%lld)\n",
-                    (long long)src->row, src->tensor, (long long)src->rows, (long long)src->rows - 1);
+            arg_error("--row %lld is out of range: tensor '%s' has %lld row%s (0..%lld)", (long long)src->row,
+                      src->tensor, (long long)src->rows, nb_plural(src->rows), (long long)src->rows - 1);
         else if (src->block >= src->blocks)
-            fprintf(stderr, "nibble explain: --block %lld is out of range: a row of '%s' has %lld %s blocks (0..%lld)\n",
-                    (long long)src->block, src->tensor, (long long)src->blocks, in->name, (long long)src->blocks - 1);
+            arg_error("--block %lld is out of range: a row of '%s' has %lld %s block%s (0..%lld)", (long long)src->block,
+                      src->tensor, (long long)src->blocks, in->name, nb_plural(src->blocks), (long long)src->blocks - 1);
         else if (!nb_mul_u64((uint64_t)src->row, row_bytes, &off) ||
                  !nb_add_u64(off, (uint64_t)src->block * (uint64_t)in->block_bytes, &off) || off + (uint64_t)in->block_bytes > t->bytes)
-            fprintf(stderr, "nibble explain: block offset overflows tensor '%s'\n", src->tensor);
+            rc = arg_error("block offset overflows tensor '%s'", src->tensor);
         else {
             memcpy(blk, (const uint8_t *)t->data + off, (size_t)in->block_bytes);
             src->block_at = src->data_offset + src->tensor_offset + off;
@@ -364,92 +366,65 @@ out:
 int explain_block(int argc, char **argv) {
     source src = {0};
     src.tscale = 1.0f;
-    const char *svg = NULL, *col = NULL, *fixture = NULL;
-    int json = 0, byte = -1, lane = -1, value = -1, type = ex_type_find(argv[0]);
-    if (type < 0) src.file = argv[0];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int iv;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout, 0);
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (a[0] != '-' || !a[1]) {
-            if (src.file && !src.tensor) { src.tensor = a; continue; }
-            fprintf(stderr, "nibble explain: unexpected argument '%s'\n", a);
-            return usage(stderr, 2);
-        }
-        if (!(v = arg_value(argc, argv, &i))) return usage(stderr, 2);
-        if (!strcmp(a, "--svg")) svg = v;
-        else if (!strcmp(a, "--fixture")) fixture = v;
-        else if (!strcmp(a, "--col")) col = v;
-        else if (!strcmp(a, "--byte") || !strcmp(a, "--lane") || !strcmp(a, "--row") || !strcmp(a, "--block")) {
-            if (!arg_int(a, v, 0, INT_MAX, &iv)) return usage(stderr, 2);
-            if (a[2] == 'b' && a[3] == 'y') byte = iv;
-            else if (a[2] == 'l') lane = iv;
-            else if (a[2] == 'r') src.row = iv;
-            else src.block = iv;
-        } else if (!strcmp(a, "--value")) {
-            uint32_t c;
-            if (nb_code_parse(v, 8, &c, NULL)) {
-                fprintf(stderr, "nibble explain: --value: %s\n", nb_last_error());
-                return usage(stderr, 2);
-            }
-            value = (int)c;
-        } else {
-            fprintf(stderr, "nibble explain: unknown option '%s'\n", a);
-            return usage(stderr, 2);
-        }
+    const char *svg = NULL, *fixture = NULL, *value_text = NULL, *pos[2] = {0};
+    int json = 0, byte = -1, lane = -1, value = -1, col = -1, row = 0, block = 0, type = ex_type_find(argv[0]);
+    arg_opt opts[] = {
+        OPT_FLAG("--json", &json),         OPT_STR("--svg", &svg),
+        OPT_STR("--fixture", &fixture),    OPT_INT("--col", &col, 0, INT_MAX),
+        OPT_INT("--byte", &byte, 0, INT_MAX), OPT_INT("--lane", &lane, 0, INT_MAX),
+        OPT_INT("--row", &row, 0, INT_MAX), OPT_INT("--block", &block, 0, INT_MAX),
+        OPT_STR("--value", &value_text),
+    };
+    /* argv[0] is the format or the file: a file takes the tensor as its one positional argument */
+    arg_spec spec = ARG_SPEC("explain", USAGE, opts, pos, type < 0 ? 1 : 0);
+    int rc = arg_parse(&spec, argc, argv);
+    if (rc >= 0) return rc;
+    if (type < 0) src.file = argv[0], src.tensor = pos[0];
+    src.row = row;
+    src.block = block;
+    if (value_text) {
+        uint32_t c;
+        if (nb_code_parse(value_text, 8, &c, NULL)) return arg_usage_error(&spec, "--value: %s", nb_last_error());
+        value = (int)c;
     }
-    if (src.file && !src.tensor) {
-        fprintf(stderr, "nibble explain: which tensor of %s? e.g. blk.0.attn_output.weight\n", src.file);
-        return usage(stderr, 2);
-    }
-    if (!src.file && (fixture ? strcmp(fixture, "article") : 0)) {
-        fprintf(stderr, "nibble explain: unknown fixture '%s' (there is one: article)\n", fixture);
-        return 2;
-    }
-    if ((byte >= 0) + (lane >= 0) + (col != NULL) > 1) {
-        fprintf(stderr, "nibble explain: give one of --byte, --lane and --col\n");
-        return usage(stderr, 2);
-    }
-    if (value >= 0 && lane >= 0) {
-        fprintf(stderr, "nibble explain: --value replaces a payload byte: use it with --byte\n");
-        return 2;
-    }
+    if (src.file && !src.tensor)
+        return arg_usage_error(&spec, "which tensor of %s? e.g. blk.0.attn_output.weight", src.file);
+    if (!src.file && (arg_given(&spec, "--row") || arg_given(&spec, "--block") || col >= 0))
+        return arg_usage_error(&spec, "--row, --block and --col pick a block of a tensor: give MODEL.gguf TENSOR");
+    if (src.file && fixture) return arg_usage_error(&spec, "--fixture picks a block of a format: drop it with a file");
+    if (fixture && strcmp(fixture, "article"))
+        return arg_usage_error(&spec, "unknown fixture '%s' (there is one: article)", fixture);
+    if ((byte >= 0) + (lane >= 0) + (col >= 0) > 1) return arg_usage_error(&spec, "give one of --byte, --lane and --col");
+    if (value >= 0 && lane >= 0)
+        return arg_usage_error(&spec, "--value replaces a payload byte: use it with --byte");
     uint8_t blk[512];
+    nb_status st;
     if (src.file) {
-        if (load_tensor(&src, col, blk, &type, &src.tscale)) return 1;
-    } else if (nb_fixture_block(type, blk, sizeof blk, &src.tscale)) {
-        fprintf(stderr, "nibble explain: %s\n", nb_last_error());
-        return 2;
+        if ((rc = load_tensor(&src, col, blk, &type, &src.tscale))) return rc;
+    } else if ((st = nb_fixture_block(type, blk, sizeof blk, &src.tscale))) {
+        return arg_status(st);
     }
     nb_block_trace bt;
-    if (nb_block_explain(type, blk, &bt)) {
-        fprintf(stderr, "nibble explain: %s\n", nb_last_error());
-        return 1;
-    }
-    if (col) lane = atoi(col) % bt.block_elems;
+    if ((st = nb_block_explain(type, blk, &bt))) return arg_status(st);
+    if (col >= 0) lane = col % bt.block_elems;
     if (byte < 0 && lane < 0) byte = 0;
     if (value >= 0) blk[bt.payload_offset + byte] = (uint8_t)value;
     int lanes[2], nl = 1;
-    if (byte >= 0 && nb_byte_lanes(&bt, byte, lanes, &nl)) {
-        fprintf(stderr, "nibble explain: %s\n", nb_last_error());
-        return src.file ? 1 : 2;
-    }
+    if (byte >= 0 && nb_byte_lanes(&bt, byte, lanes, &nl)) return arg_usage_error(&spec, "%s", nb_last_error());
     if (byte < 0) lanes[0] = lane;
     nb_lane_trace lt[2];
     for (int i = 0; i < nl; i++)
-        if (nb_lane_explain(&bt, blk, lanes[i], &lt[i])) {
-            fprintf(stderr, "nibble explain: %s\n", nb_last_error());
-            return src.file ? 1 : 2;
-        }
-    if (json) print_json(&bt, blk, &src, byte, lt, nl);
+        if (nb_lane_explain(&bt, blk, lanes[i], &lt[i])) return arg_usage_error(&spec, "%s", nb_last_error());
+    if (svg && !strcmp(svg, "-")) {
+        /* the picture on standard output is the whole output */
+    } else if (json) print_json(&bt, blk, &src, byte, lt, nl);
     else print_text(&bt, blk, &src, byte, lt, nl);
     if (svg) {
         char title[200];
         if (src.file) snprintf(title, sizeof title, "%s row %lld block %lld (%s)", src.tensor, (long long)src.row,
                                (long long)src.block, nb_type_name(type));
         else snprintf(title, sizeof title, "%s article fixture", nb_type_name(type));
-        if (ex_svg_block(svg, &bt, blk, byte >= 0 ? byte : lt[0].payload, title)) return 1;
+        return ex_svg_block(svg, &bt, blk, byte >= 0 ? byte : lt[0].payload, title);
     }
     return 0;
 }

@@ -104,71 +104,52 @@ static void hist_add(ex_hist *h, double err, double rms) {
 
 static double sqnr(double sig, double err) { return err > 0 ? 10 * log10(sig / err) : INFINITY; }
 
-static int usage(FILE *f, int code) {
-    fprintf(f, "usage: nibble explain compare MODEL.gguf TENSOR [--rows N] [-x FILE | --tokens T --seed S]\n"
-               "                              [--route f32|quant] [-t N] [--json] [--svg FILE]\n"
-               "  --rows N   the first N rows only (default: all)\n"
-               "  -x FILE    activations: whitespace/comma separated numbers, a multiple of the row length\n"
-               "  --tokens T sampled standard-normal activation vectors (default 4), --seed S (default 1)\n"
-               "  --route    f32 (default: weights decoded, activations exact, so the error is the weights')\n"
-               "             or quant (the engine's route: activations quantized to Q8_0/Q8_K)\n"
-               "  --svg      histogram of each format's weight error\n");
-    return code;
-}
+static const char USAGE[] =
+    "usage: nibble explain compare MODEL.gguf TENSOR [--rows N] [-x FILE | --tokens T --seed S]\n"
+    "                              [--route f32|quant] [-t N] [--json] [--svg FILE]\n"
+    "  --rows N   the first N rows only (default: all)\n"
+    "  -x FILE    activations: whitespace/comma separated numbers, a multiple of the row length\n"
+    "  --tokens T sampled standard-normal activation vectors (default 4), --seed S (default 1)\n"
+    "  --route    f32 (default: weights decoded, activations exact, so the error is the weights')\n"
+    "             or quant (the engine's route: activations quantized to Q8_0/Q8_K)\n"
+    "  --svg FILE histogram of each format's weight error ('-': standard output, instead of the text)\n"
+    "The baseline is the tensor as the file holds it: for a quantized tensor that is its decoded\n"
+    "values, not the original weights, so each format's error adds to the file's own.\n";
 
 int explain_compare(int argc, char **argv) {
-    const char *file = NULL, *tensor = NULL, *xfile = NULL, *svg = NULL;
-    int json = 0, rows_lim = 0, n_tok = 4, threads = 0;
+    const char *pos[2] = {0}, *xfile = NULL, *svg = NULL;
+    int json = 0, rows_lim = 0, n_tok = 4, threads = 0, quant_route = 0;
     uint64_t seed = 1;
-    nb_route route = NB_ROUTE_F32;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout, 0);
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (a[0] != '-') {
-            if (!file) file = a;
-            else if (!tensor) tensor = a;
-            else {
-                fprintf(stderr, "nibble explain compare: unexpected argument '%s'\n", a);
-                return usage(stderr, 2);
-            }
-            continue;
-        }
-        if (!(v = arg_value(argc, argv, &i))) return usage(stderr, 2);
-        if (!strcmp(a, "--rows")) { if (!arg_int(a, v, 1, 1 << 30, &rows_lim)) return usage(stderr, 2); }
-        else if (!strcmp(a, "--tokens")) { if (!arg_int(a, v, 1, 4096, &n_tok)) return usage(stderr, 2); }
-        else if (!strcmp(a, "-t")) { if (!arg_int(a, v, 1, 1024, &threads)) return usage(stderr, 2); }
-        else if (!strcmp(a, "--seed")) { if (!arg_u64(a, v, &seed)) return usage(stderr, 2); }
-        else if (!strcmp(a, "-x")) xfile = v;
-        else if (!strcmp(a, "--svg")) svg = v;
-        else if (!strcmp(a, "--route")) {
-            if (strcmp(v, "f32") && strcmp(v, "quant")) {
-                fprintf(stderr, "nibble explain compare: --route '%s': f32 or quant\n", v);
-                return usage(stderr, 2);
-            }
-            route = !strcmp(v, "f32") ? NB_ROUTE_F32 : NB_ROUTE_QUANT;
-        } else {
-            fprintf(stderr, "nibble explain compare: unknown option '%s'\n", a);
-            return usage(stderr, 2);
-        }
-    }
-    if (!file || !tensor) return usage(stderr, 2);
+    arg_opt opts[] = {
+        OPT_INT("--rows", &rows_lim, 1, 1 << 30), OPT_INT("--tokens", &n_tok, 1, 4096), OPT_THREADS(&threads),
+        OPT_U64("--seed", &seed),                  OPT_STR("-x", &xfile),                 OPT_STR("--svg", &svg),
+        OPT_CHOICE("--route", &quant_route, "f32|quant"), OPT_FLAG("--json", &json),
+    };
+    arg_spec spec = ARG_SPEC("explain compare", USAGE, opts, pos, 2);
+    int rc = arg_parse(&spec, argc, argv);
+    if (rc >= 0) return rc;
+    const char *file = pos[0], *tensor = pos[1];
+    if (!file || !tensor) return arg_usage_error(&spec, "give MODEL.gguf and a TENSOR of it");
+    if (xfile && (arg_given(&spec, "--tokens") || arg_given(&spec, "--seed")))
+        return arg_usage_error(&spec, "-x gives the activations: --tokens and --seed do nothing with it");
+    const nb_route route = quant_route ? NB_ROUTE_QUANT : NB_ROUTE_F32;
     nb_gguf *g;
-    if (nb_gguf_open(file, &g)) {
-        fprintf(stderr, "nibble explain compare: %s: %s\n", file, nb_last_error());
-        return 1;
-    }
+    nb_status gs = nb_gguf_open(file, &g);
+    if (gs) return arg_status(gs);
     const nb_gguf_tensor *t = nb_gguf_find_tensor(g, tensor);
     if (!t) {
-        fprintf(stderr, "nibble explain compare: %s has no tensor '%s'\n", file, tensor);
+        arg_error("%s has no tensor '%s' (`nibble inspect --tensors` lists them)", file, arg_safe(0, tensor));
         nb_gguf_close(g);
-        return 1;
+        return CLI_USAGE;
     }
+    if (t->type != NB_TYPE_F32 && t->type != NB_TYPE_F16 && t->type != NB_TYPE_BF16)
+        arg_note("'%s' is %s in the file: the baseline is its decoded values, not the original weights", tensor,
+                 nb_type_name(t->type));
     const int64_t n_in = t->ne[0], rows_all = t->ne[1] * t->ne[2] * t->ne[3];
     const int64_t rows = rows_lim && rows_lim < rows_all ? rows_lim : rows_all;
     size_t in_row;
     nb_row_bytes(t->type, n_in, &in_row);
-    int rc = 1;
+    rc = 1;
     float *x = NULL, *rowsbuf = NULL, *deq = NULL, *yref = NULL, *yq = NULL;
     uint8_t *q = NULL;
     stats *st = calloc(N_FMTS, sizeof *st);
@@ -186,8 +167,7 @@ int explain_compare(int argc, char **argv) {
             char *end;
             double v = strtod(p, &end);
             if (end == p || !isfinite(v)) {
-                fprintf(stderr, "nibble explain compare: -x %s: number %lld is not a finite number\n", xfile, (long long)cnt);
-                rc = 2;
+                arg_error("-x %s: number %lld is not a finite number", xfile, (long long)cnt);
                 goto out;
             }
             if (cnt == cap) {
@@ -199,9 +179,8 @@ int explain_compare(int argc, char **argv) {
             p = end;
         }
         if (!cnt || cnt % n_in || cnt / n_in > 4096) {
-            fprintf(stderr, "nibble explain compare: -x %s holds %lld numbers; need 1..4096 vectors of %lld\n", xfile,
-                    (long long)cnt, (long long)n_in);
-            rc = 2;
+            arg_error("-x %s holds %lld number%s; need 1..4096 vectors of %lld", xfile, (long long)cnt, nb_plural(cnt),
+                      (long long)n_in);
             goto out;
         }
         n_tok = (int)(cnt / n_in);
@@ -250,7 +229,7 @@ int explain_compare(int argc, char **argv) {
         const uint8_t *src = (const uint8_t *)t->data + (size_t)r0 * in_row;
         if (nb_dequantize(t->type, src, rowsbuf, nr * n_in) ||
             nb_matmul_route(pool, t->type, src, nr, n_in, x, n_tok, yref, route)) {
-            fprintf(stderr, "nibble explain compare: %s\n", nb_last_error());
+            arg_error("%s", nb_last_error());
             goto out;
         }
         if (r0 == 0) { /* histogram unit: rms of the first chunk's weights */
@@ -267,7 +246,7 @@ int explain_compare(int argc, char **argv) {
             const float ts = fmts[f].how == Q_2LEVEL ? tscale2 : 1.0f;
             if (nb_pool_for(pool, nr, 1, requant_rows, &j) || j.failed ||
                 nb_matmul_route(pool, fmts[f].type, q, nr, n_in, x, n_tok, yq, route)) {
-                fprintf(stderr, "nibble explain compare: %s: %s\n", fmts[f].name, nb_last_error());
+                arg_error("%s: %s", fmts[f].name, nb_last_error());
                 goto out;
             }
             s->tscale = ts;
@@ -286,7 +265,9 @@ int explain_compare(int argc, char **argv) {
         }
     }
     const double nw = (double)rows * (double)n_in, ny = (double)rows * n_tok;
-    if (json) {
+    if (svg && !strcmp(svg, "-")) {
+        /* the picture on standard output is the whole output */
+    } else if (json) {
         printf("{\"file\": ");
         ex_json_str(stdout, file);
         printf(", \"tensor\": ");
@@ -355,7 +336,7 @@ int explain_compare(int argc, char **argv) {
     }
     goto out;
 oom:
-    fprintf(stderr, "nibble explain compare: out of memory\n");
+    arg_error("out of memory");
 out:
     free(xtext), free(x), free(rowsbuf), free(deq), free(q), free(yref), free(yq), free(st);
     nb_pool_destroy(pool);

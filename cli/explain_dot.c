@@ -30,17 +30,17 @@ static int parse_list(const char *flag, const char *s, double *out, int cap, int
         char *end;
         double v = strtod(p, &end);
         if (end == p || !isfinite(v) || (*end && *end != ' ' && *end != '\t' && *end != '\n')) {
-            fprintf(stderr, "nibble explain dot: %s: '%s' is not a list of finite numbers\n", flag, s);
+            arg_error("%s: '%s' is not a list of finite numbers", flag, s);
             return 0;
         }
         if (*n == cap) {
-            fprintf(stderr, "nibble explain dot: %s: more than %d numbers\n", flag, cap);
+            arg_error("%s: more than %d numbers", flag, cap);
             return 0;
         }
         out[(*n)++] = v;
         p = end;
     }
-    if (!*n) fprintf(stderr, "nibble explain dot: %s is empty\n", flag);
+    if (!*n) arg_error("%s is empty", flag);
     return *n > 0;
 }
 
@@ -50,7 +50,7 @@ static int parse_pos(const char *flag, const char *s, int zero_ok, double *out) 
     char *end;
     double v = strtod(s, &end);
     if (end == s || *end || !isfinite(v) || v < 0 || (!zero_ok && v == 0)) {
-        fprintf(stderr, "nibble explain dot: %s '%s': expected a %s finite number\n", flag, s, zero_ok ? "non-negative" : "positive");
+        arg_error("%s '%s': expected a %s finite number", flag, s, zero_ok ? "non-negative" : "positive");
         return 0;
     }
     *out = v;
@@ -70,84 +70,55 @@ static double r12(double v) {
     return strtod(b, NULL);
 }
 
-static int usage(FILE *f, int code) {
-    fprintf(f, "usage: nibble explain dot --format mxfp4|nvfp4|q4_k|int4 --scale S -w \"w0 w1 ...\" -x \"x0 x1 ...\"\n"
-               "                          [--min M] [--tensor-scale T] [--ties even|low] [--json] [--svg FILE]\n"
-               "  --scale S         int4 step; MXFP4 scale (rounded to E8M0); NVFP4 block scale (rounded to UE4M3);\n"
-               "                    Q4_K gain d*s_j\n"
-               "  --min M           Q4_K offset dmin*m_j, subtracted (default: max(0, -min w))\n"
-               "  --tensor-scale T  NVFP4 per-tensor factor (default 1)\n"
-               "  --ties            E2M1 ties: even (OCP, llama.cpp; default) or low (lowest code, article 1's lab)\n");
-    return code;
-}
+static const char USAGE[] =
+    "usage: nibble explain dot --format mxfp4|nvfp4|q4_k|int4 --scale S -w \"w0 w1 ...\" -x \"x0 x1 ...\"\n"
+    "                          [--min M] [--tensor-scale T] [--ties even|low] [--json] [--svg FILE]\n"
+    "  --scale S         int4 step; MXFP4 scale (rounded to E8M0); NVFP4 block scale (rounded to UE4M3);\n"
+    "                    Q4_K gain d*s_j\n"
+    "  --min M           Q4_K offset dmin*m_j, subtracted (default: max(0, -min w))\n"
+    "  --tensor-scale T  NVFP4 per-tensor factor (default 1)\n"
+    "  --ties            E2M1 ties: even (OCP, llama.cpp; default) or low (lowest code, article 1's lab)\n"
+    "  --svg FILE        the weights on the format's ruler ('-': standard output, instead of the text)\n";
 
 int explain_dot(int argc, char **argv) {
     nb_dot_params p = {.format = NB_DOT_MXFP4, .scale = 0, .tensor_scale = 1, .offset = -1};
     double w[NB_DOT_MAX], x[NB_DOT_MAX];
-    int nw = 0, nx = 0, json = 0, have_format = 0;
-    const char *svg = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout, 0);
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (a[0] != '-') {
-            fprintf(stderr, "nibble explain dot: unexpected argument '%s'\n", a);
-            return usage(stderr, 2);
-        }
-        if (!(v = arg_value(argc, argv, &i))) return usage(stderr, 2);
-        if (!strcmp(a, "--format")) {
-            have_format = 1;
-            if (!strcasecmp(v, "mxfp4")) p.format = NB_DOT_MXFP4;
-            else if (!strcasecmp(v, "nvfp4")) p.format = NB_DOT_NVFP4;
-            else if (!strcasecmp(v, "q4_k")) p.format = NB_DOT_Q4_K;
-            else if (!strcasecmp(v, "int4")) p.format = NB_DOT_INT4;
-            else {
-                fprintf(stderr, "nibble explain dot: unknown format '%s' (mxfp4, nvfp4, q4_k, int4)\n", v);
-                return usage(stderr, 2);
-            }
-        } else if (!strcmp(a, "--scale")) {
-            if (!parse_pos(a, v, 0, &p.scale)) return usage(stderr, 2);
-        } else if (!strcmp(a, "--tensor-scale")) {
-            if (!parse_pos(a, v, 0, &p.tensor_scale)) return usage(stderr, 2);
-        } else if (!strcmp(a, "--min")) {
-            if (!parse_pos(a, v, 1, &p.offset)) return usage(stderr, 2);
-        } else if (!strcmp(a, "--ties")) {
-            if (strcmp(v, "even") && strcmp(v, "low")) {
-                fprintf(stderr, "nibble explain dot: --ties '%s': even or low\n", v);
-                return usage(stderr, 2);
-            }
-            p.ties_low = !strcmp(v, "low");
-        } else if (!strcmp(a, "-w")) {
-            if (!parse_list(a, v, w, NB_DOT_MAX, &nw)) return usage(stderr, 2);
-        } else if (!strcmp(a, "-x")) {
-            if (!parse_list(a, v, x, NB_DOT_MAX, &nx)) return usage(stderr, 2);
-        } else if (!strcmp(a, "--svg")) svg = v;
-        else {
-            fprintf(stderr, "nibble explain dot: unknown option '%s'\n", a);
-            return usage(stderr, 2);
-        }
+    int nw = 0, nx = 0, json = 0, format = 0, ties = 0;
+    const char *svg = NULL, *scale = NULL, *tscale = NULL, *min = NULL, *ws = NULL, *xs = NULL;
+    arg_opt opts[] = {
+        OPT_CHOICE("--format", &format, "mxfp4|nvfp4|q4_k|int4"),
+        OPT_STR("--scale", &scale), OPT_STR("--tensor-scale", &tscale), OPT_STR("--min", &min),
+        OPT_CHOICE("--ties", &ties, "even|low"), OPT_STR("-w", &ws), OPT_STR("-x", &xs),
+        OPT_FLAG("--json", &json), OPT_STR("--svg", &svg),
+    };
+    arg_spec spec = ARG_SPEC("explain dot", USAGE, opts, NULL, 0);
+    int rc = arg_parse(&spec, argc, argv);
+    if (rc >= 0) return rc;
+    if (!arg_given(&spec, "--format") || !scale || !ws || !xs)
+        return arg_usage_error(&spec, "--format, --scale, -w and -x are required");
+    static const nb_dot_format formats[] = {NB_DOT_MXFP4, NB_DOT_NVFP4, NB_DOT_Q4_K, NB_DOT_INT4};
+    p.format = formats[format];
+    p.ties_low = ties == 1;
+    if (!parse_pos("--scale", scale, 0, &p.scale) || (tscale && !parse_pos("--tensor-scale", tscale, 0, &p.tensor_scale)) ||
+        (min && !parse_pos("--min", min, 1, &p.offset)) || !parse_list("-w", ws, w, NB_DOT_MAX, &nw) ||
+        !parse_list("-x", xs, x, NB_DOT_MAX, &nx)) {
+        fputs(USAGE, stderr);
+        return CLI_USAGE;
     }
-    if (!have_format || !(p.scale > 0) || !nw || !nx) {
-        fprintf(stderr, "nibble explain dot: --format, --scale, -w and -x are required\n");
-        return usage(stderr, 2);
-    }
-    if (nw != nx) {
-        fprintf(stderr, "nibble explain dot: %d weights but %d inputs; the lists must be the same length\n", nw, nx);
-        return 2;
-    }
+    if (nw != nx) return arg_usage_error(&spec, "%d weights but %d inputs; the lists must be the same length", nw, nx);
     if (p.format == NB_DOT_Q4_K && p.offset < 0) {
         p.offset = 0;
         for (int i = 0; i < nw; i++)
             if (-w[i] > p.offset) p.offset = -w[i];
     }
     nb_dot_trace t;
-    if (nb_dot_explain(&p, w, x, nw, &t)) {
-        fprintf(stderr, "nibble explain dot: %s\n", nb_last_error());
-        return 2;
-    }
+    nb_status st = nb_dot_explain(&p, w, x, nw, &t);
+    if (st) return arg_status(st);
     static const char *const names[] = {"int4", "mxfp4", "nvfp4", "q4_K"};
     const int e2m1 = p.format == NB_DOT_MXFP4 || p.format == NB_DOT_NVFP4;
-    if (json) {
+    if (svg && !strcmp(svg, "-")) {
+        /* the picture on standard output is the whole output */
+    } else if (json) {
         printf("{\"format\": \"%s\", \"scale\": ", names[p.format]);
         ex_json_num(stdout, r12(t.scale));
         printf(", \"scale_code\": ");
@@ -227,7 +198,7 @@ int explain_dot(int argc, char **argv) {
         char title[160];
         snprintf(title, sizeof title, "%s at scale %s: weights (dots) and their reconstructions (arrows)", names[p.format],
                  ex_num(0, r12(t.scale)));
-        if (ex_svg_ruler(svg, t.scale, w, nw, title)) return 1;
+        return ex_svg_ruler(svg, t.scale, w, nw, title);
     }
     return 0;
 }

@@ -12,16 +12,13 @@
 #include <string.h>
 
 #include "cli/explain.h"
+#include "cli/args.h"
 #include "explain/svg.h"
 
 static const char *const palette[16] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf",
                                         "#8c564b", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39",
                                         "#7b4173", "#3182bd", "#31a354", "#756bb1"};
 
-static int fail(const char *path) {
-    fprintf(stderr, "nibble explain: --svg %s: %s\n", path, nb_last_error());
-    return 1;
-}
 
 /* ---------------------------------------------------------------- ruler */
 
@@ -32,7 +29,8 @@ int ex_svg_ruler(const char *path, double scale, const double *w, int n, const c
     reach *= 1.08;
 #define X(v) (cx + (v) / reach * half)
     nb_svg *s;
-    if (nb_svg_begin(path, W, 400, &s)) return fail(path);
+    nb_status st = nb_svg_begin(path, W, 400, &s);
+    if (st) return arg_status(st);
     nb_svg_text(s, cx, 24, 15, "middle", "#000", "%s", title);
     const struct { const char *name; double lo, hi, y; } rows[2] = {
         {"E2M1", -6 * scale, 6 * scale, 130}, {"INT4", -8 * scale, 7 * scale, 270}};
@@ -82,15 +80,14 @@ int ex_svg_ruler(const char *path, double scale, const double *w, int n, const c
     nb_svg_text(s, cx, 392, 11, "middle", "#444", "scale %s: blue = reach of the codebook, red = clips to the end mark",
                 ex_num(0, scale));
 #undef X
-    return nb_svg_end(s) ? fail(path) : 0;
+    return (st = nb_svg_end(s)) ? arg_status(st) : 0;
 }
 
 /* ---------------------------------------------------------------- block */
 
 int ex_svg_block(const char *path, const nb_block_trace *bt, const void *block, int payload, const char *title) {
     if (bt->lanes_per_byte != 2 && bt->type != NB_TYPE_Q8_0) {
-        fprintf(stderr, "nibble explain: --svg: a %s element has no lanes to draw\n", nb_type_name(bt->type));
-        return 1;
+        return arg_error("--svg: a %s element has no lanes to draw", nb_type_name(bt->type));
     }
     const uint8_t *b = block;
     const int start = payload / 32 * 32, count = bt->payload_bytes - start < 32 ? bt->payload_bytes - start : 32;
@@ -115,7 +112,8 @@ int ex_svg_block(const char *path, const nb_block_trace *bt, const void *block, 
     }
     const double H = 390 + 20 * nsub;
     nb_svg *s;
-    if (nb_svg_begin(path, W, H, &s)) return fail(path);
+    nb_status st = nb_svg_begin(path, W, H, &s);
+    if (st) return arg_status(st);
     nb_svg_text(s, W / 2, 24, 15, "middle", "#000", "%s: payload bytes %d-%d and the lanes they fill", title, start,
                 start + count - 1);
     nb_svg_text(s, W / 2, 44, 11, "middle", "#444", "each arrow: a nibble (high | low) to its lane; color = the sub-block whose scale owns it");
@@ -179,7 +177,7 @@ int ex_svg_block(const char *path, const nb_block_trace *bt, const void *block, 
                         bt->n_sub > 1 ? "sub-block" : "block", j, j * bt->sub_elems, (j + 1) * bt->sub_elems - 1,
                         bt->sub_byte[j], (unsigned)bt->sub_raw[j] & 0xFFFF, ex_num(0, bt->sub_scale[j]));
     }
-    return nb_svg_end(s) ? fail(path) : 0;
+    return (st = nb_svg_end(s)) ? arg_status(st) : 0;
 }
 
 /* ---------------------------------------------------------------- hist */
@@ -188,7 +186,8 @@ int ex_svg_hist(const char *path, const ex_hist *h, int n, const char *title) {
     const double left = 230, bw = 10, plot = 62 * bw, rowh = 64, top = 60;
     const double W = left + plot + 40, H = top + n * rowh + 70;
     nb_svg *s;
-    if (nb_svg_begin(path, W, H, &s)) return fail(path);
+    nb_status st = nb_svg_begin(path, W, H, &s);
+    if (st) return arg_status(st);
     nb_svg_text(s, W / 2, 24, 15, "middle", "#000", "%s", title);
     nb_svg_text(s, W / 2, 44, 11, "middle", "#444", "bars: share of weights per tenth of a decade; first bar = exact, last = at least rms(w)");
     for (int r = 0; r < n; r++) {
@@ -212,5 +211,5 @@ int ex_svg_hist(const char *path, const ex_hist *h, int n, const char *title) {
         nb_svg_text(s, x, ya + 18, 11, "middle", "#000", "1e%d", d - 6);
     }
     nb_svg_text(s, left + plot / 2, ya + 40, 12, "middle", "#000", "|requantized \xe2\x88\x92 original| / rms(w)");
-    return nb_svg_end(s) ? fail(path) : 0;
+    return (st = nb_svg_end(s)) ? arg_status(st) : 0;
 }

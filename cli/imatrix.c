@@ -20,41 +20,32 @@
 /* Positions per evaluation with --process-output: a logits row of a 262144-token vocabulary is 1 MiB. */
 #define OUTPUT_SLICE 64
 
-static int usage(FILE *f, int code) {
-    fprintf(f, "usage: nibble imatrix -m MODEL -f TEXT -o FILE [-c N] [--chunks N] [-t N] [--process-output]\n"
-               "  -c N              tokens per chunk (default 512)\n"
-               "  --chunks N        chunks to evaluate (default: all the text holds)\n"
-               "  -t N              threads (default: one per CPU)\n"
-               "  --process-output  also collect the output matrix (the tied embedding of Gemma)\n");
-    return code;
-}
-
-static int fail(const char *what) {
-    fprintf(stderr, "nibble imatrix: %s: %s\n", what, nb_last_error());
-    return 1;
-}
+static const char USAGE[] =
+    "usage: nibble imatrix -m MODEL -f TEXT -o FILE [-c N] [--chunks N] [-t N] [--process-output]\n"
+    "  -m, --model FILE   the GGUF model\n"
+    "  -f, --file FILE    the text\n"
+    "  -o, --output FILE  where the statistics go (llama.cpp's GGUF imatrix format)\n"
+    "  -c, --ctx-size N   tokens per chunk (default 512)\n"
+    "  --chunks N         chunks to evaluate (default: all the text holds)\n"
+    "  -t, --threads N    threads (default: one per CPU)\n"
+    "  --process-output   also collect the output matrix (the tied embedding of Gemma)\n"
+    "  -ngl N             accepted and ignored (nibble runs on the CPU)\n";
 
 int cmd_imatrix(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *out = NULL;
     int n_ctx = 512, n_chunks = 0, n_threads = 0, process_output = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int ok = 1;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout, 0);
-        if (!strcmp(a, "-m")) ok = (model = arg_value(argc, argv, &i)) != NULL;
-        else if (!strcmp(a, "-f")) ok = (file = arg_value(argc, argv, &i)) != NULL;
-        else if (!strcmp(a, "-o")) ok = (out = arg_value(argc, argv, &i)) != NULL;
-        else if (!strcmp(a, "-c")) ok = (v = arg_value(argc, argv, &i)) && arg_int(a, v, 8, 1 << 20, &n_ctx);
-        else if (!strcmp(a, "--chunks")) ok = (v = arg_value(argc, argv, &i)) && arg_int(a, v, 1, 1 << 24, &n_chunks);
-        else if (!strcmp(a, "-t")) ok = (v = arg_value(argc, argv, &i)) && arg_int(a, v, 1, 1024, &n_threads);
-        else if (!strcmp(a, "--process-output")) process_output = 1;
-        else {
-            fprintf(stderr, "nibble imatrix: unknown argument '%s'\n", a);
-            return usage(stderr, 2);
-        }
-        if (!ok) return 2;
-    }
-    if (!model || !file || !out) return usage(stderr, 2);
+    arg_opt opts[] = {
+        OPT_STR("-m|--model", &model),         OPT_STR("-f|--file", &file),
+        OPT_STR("-o|--output", &out),          OPT_INT("-c|--ctx-size", &n_ctx, 8, 1 << 20),
+        OPT_INT("--chunks", &n_chunks, 1, 1 << 24), OPT_THREADS(&n_threads),
+        OPT_FLAG("--process-output", &process_output), OPT_NGL,
+    };
+    arg_spec spec = ARG_SPEC("imatrix", USAGE, opts, NULL, 0);
+    int rc = arg_parse(&spec, argc, argv);
+    if (rc >= 0) return rc;
+    if (!model) return arg_usage_error(&spec, "-m MODEL is required");
+    if (!file) return arg_usage_error(&spec, "-f TEXT is required: the text the statistics are collected over");
+    if (!out) return arg_usage_error(&spec, "-o FILE is required: where the statistics go");
     size_t len = 0;
     char *text = arg_read_file(file, &len);
     if (!text) return 1;
@@ -63,38 +54,43 @@ int cmd_imatrix(int argc, char **argv) {
     nb_imatrix *im = NULL;
     int32_t *ids = NULL;
     float *logits = NULL;
-    int rc = 1;
-    if (nb_model_load(model, &m)) {
-        rc = fail(model);
+    rc = 1;
+    nb_status s = nb_model_load(model, &m);
+    if (s) {
+        rc = arg_status(s);
         goto done;
     }
     const nb_model_info *info = nb_model_get_info(m);
     if (n_ctx > info->n_ctx_train) {
-        fprintf(stderr, "nibble imatrix: -c %d exceeds the model's training context of %d\n", n_ctx, info->n_ctx_train);
-        rc = 2;
+        arg_error("-c %d exceeds the model's training context of %d tokens", n_ctx, info->n_ctx_train);
+        rc = CLI_USAGE;
         goto done;
     }
     size_t n_ids = 0, cap = len + 2;
     const nb_tokenizer *tok = nb_model_tokenizer(m);
-    if (!(ids = malloc(cap * sizeof *ids)) || nb_tokenize(tok, text, len, 1, 0, ids, cap, &n_ids)) {
-        rc = fail("tokenize");
+    if (!(ids = malloc(cap * sizeof *ids))) {
+        rc = arg_error("out of memory for %zu token ids", cap);
+        goto done;
+    }
+    if ((s = nb_tokenize(tok, text, len, 1, 0, ids, cap, &n_ids))) {
+        rc = arg_status(s);
         goto done;
     }
     int avail = (int)(n_ids / (size_t)n_ctx);
     if (avail < 1) {
-        fprintf(stderr, "nibble imatrix: %s holds %zu tokens, fewer than one chunk of %d\n", file, n_ids, n_ctx);
+        arg_error("%s holds %zu token%s, fewer than one chunk of %d", file, n_ids, nb_plural((long long)n_ids), n_ctx);
         goto done;
     }
     if (!n_chunks || n_chunks > avail) n_chunks = avail;
     nb_ctx_params cp = nb_ctx_default_params();
     cp.n_ctx = n_ctx;
     cp.n_threads = n_threads;
-    if (nb_ctx_create(m, &cp, &ctx) || nb_imatrix_create(&im)) {
-        rc = fail("context");
+    if ((s = nb_ctx_create(m, &cp, &ctx)) || (s = nb_imatrix_create(&im))) {
+        rc = arg_status(s);
         goto done;
     }
     if (process_output && !(logits = malloc((size_t)OUTPUT_SLICE * (size_t)info->n_vocab * sizeof *logits))) {
-        fprintf(stderr, "nibble imatrix: no memory for %d logits rows\n", OUTPUT_SLICE);
+        arg_error("no memory for %d logits rows", OUTPUT_SLICE);
         goto done;
     }
     nb_ctx_set_observer(ctx, nb_imatrix_observe, im);
@@ -108,8 +104,8 @@ int cmd_imatrix(int argc, char **argv) {
         const int slice = process_output ? OUTPUT_SLICE : n_ctx;
         for (int p = 0; p < n_ctx; p += slice) {
             const int n = n_ctx - p < slice ? n_ctx - p : slice;
-            if (nb_ctx_eval(ctx, chunk + p, n, logits, logits != NULL)) {
-                rc = fail("eval");
+            if ((s = nb_ctx_eval(ctx, chunk + p, n, logits, logits != NULL))) {
+                rc = arg_status(s);
                 goto done;
             }
         }
@@ -119,15 +115,15 @@ int cmd_imatrix(int argc, char **argv) {
     }
     if (tty) fprintf(stderr, "\n");
     if (!nb_imatrix_count(im)) {
-        fprintf(stderr, "nibble imatrix: the runtime reported no matrix inputs to the observer\n");
+        arg_error("the runtime reported no matrix inputs to the observer");
         goto done;
     }
-    if (nb_imatrix_save(im, out, file, (uint32_t)n_ctx)) {
-        rc = fail(out);
+    if ((s = nb_imatrix_save(im, out, file, (uint32_t)n_ctx))) {
+        rc = arg_status(s);
         goto done;
     }
-    printf("%s: %lld matrices from %d chunks of %d tokens -> %s (%.1fs)\n", model, (long long)nb_imatrix_count(im),
-           n_chunks, n_ctx, out, arg_now() - t0);
+    printf("%s: %lld matrices from %d chunk%s of %d tokens -> %s (%.1fs)\n", model, (long long)nb_imatrix_count(im),
+           n_chunks, nb_plural(n_chunks), n_ctx, out, arg_now() - t0);
     rc = 0;
 done:
     nb_imatrix_free(im);

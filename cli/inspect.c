@@ -156,7 +156,7 @@ static void print_value(FILE *f, const nb_gguf_value *v) {
     case NB_GGUF_F32: fprintf(f, "%.9g", v->v.f); break;
     case NB_GGUF_F64: fprintf(f, "%.17g", v->v.f); break;
     case NB_GGUF_BOOL: fputs(v->v.u ? "true" : "false", f); break;
-    case NB_GGUF_STRING: fprintf(f, "%s", v->v.str.ptr); break;
+    case NB_GGUF_STRING: arg_text(f, v->v.str.ptr, v->v.str.len); break;
     case NB_GGUF_ARRAY: fprintf(f, "[%llu elements]", (unsigned long long)v->v.arr.count); break;
     }
 }
@@ -167,7 +167,7 @@ static void print_human(const summary *s, int tensors) {
     printf("              %.1f MiB, GGUF v%u, %lld tensors, %lld keys, alignment %u, data at %llu\n",
            mib(nb_gguf_file_size(g)), nb_gguf_version(g), (long long)nb_gguf_tensor_count(g),
            (long long)nb_gguf_kv_count(g), nb_gguf_alignment(g), (unsigned long long)nb_gguf_data_offset(g));
-    printf("model:        %s (architecture %s)", *s->name ? s->name : "?", *s->arch ? s->arch : "?");
+    printf("model:        %s (architecture %s)", *s->name ? arg_safe(0, s->name) : "?", *s->arch ? arg_safe(1, s->arch) : "?");
     if (s->has_ftype) printf(", file type %s (%u)", ftype_name(s->ftype), s->ftype);
     printf("\n");
     for (int i = 0; i < N_HPARAMS && *s->arch; i++) {
@@ -181,7 +181,8 @@ static void print_human(const summary *s, int tensors) {
     }
     uint64_t ctx = 0;
     if (get_arch_uint(s, "context_length", &ctx)) printf("context:      %llu tokens (trained)\n", (unsigned long long)ctx);
-    printf("vocabulary:   %llu tokens, tokenizer %s\n", (unsigned long long)s->vocab, *s->tokenizer ? s->tokenizer : "?");
+    printf("vocabulary:   %llu token%s, tokenizer %s\n", (unsigned long long)s->vocab, nb_plural((long long)s->vocab),
+           *s->tokenizer ? arg_safe(0, s->tokenizer) : "?");
     printf("\n%-8s %8s %14s %12s %7s %8s  %s\n", "type", "tensors", "parameters", "MiB", "share", "bits/w", "kernel");
     for (int t = 0; t < MAX_TYPE; t++) {
         const census *c = &s->by_type[t];
@@ -216,7 +217,7 @@ static void print_human(const summary *s, int tensors) {
         for (int k = 0; k < n_grp; k++)
             printf("  %llu in %s instead of %s: row length %lld is not a multiple of 256 (e.g. %s)\n",
                    (unsigned long long)grp[k].n, nb_type_name(grp[k].type), nb_type_name(fallback_from(grp[k].type)),
-                   (long long)grp[k].ne0, grp[k].first);
+                   (long long)grp[k].ne0, arg_safe(0, grp[k].first));
         if (more) printf("  %d more (see --tensors)\n", more);
     }
     printf("\nmemory at -c %llu: ", (unsigned long long)s->n_ctx);
@@ -236,7 +237,7 @@ static void print_human(const summary *s, int tensors) {
         int n = 0;
         for (int d = 0; d < t->n_dims; d++)
             n += snprintf(shape + n, sizeof shape - (size_t)n, d ? " x %lld" : "%lld", (long long)t->ne[d]);
-        printf("%-40s %-7s %-28s %12llu %12llu%s%s%s\n", t->name, nb_type_name(t->type), shape,
+        printf("%-40s %-7s %-28s %12llu %12llu%s%s%s\n", arg_safe(0, t->name), nb_type_name(t->type), shape,
                (unsigned long long)t->bytes, (unsigned long long)t->offset, is_fallback(s, t) ? "  fallback from " : "",
                is_fallback(s, t) ? nb_type_name(fallback_from(t->type)) : "", t->supported ? "" : "  NOT SUPPORTED");
     }
@@ -316,44 +317,30 @@ static void print_json(const summary *s) {
 
 /* ----------------------------------------------------------------- main */
 
-static int usage(FILE *f, int code) {
-    fprintf(f, "usage: nibble inspect MODEL.gguf [--tensors] [--json] [-c N]\n"
-               "  --tensors  list every tensor (name, type, shape, bytes, offset)\n"
-               "  --json     print everything as JSON\n"
-               "  -c N       context length for the memory estimate (default: the model's)\n");
-    return code;
-}
+static const char USAGE[] =
+    "usage: nibble inspect MODEL.gguf [--tensors] [--json] [-c N]\n"
+    "  --tensors          list every tensor (name, type, shape, bytes, offset)\n"
+    "  --json             print everything as JSON on stdout\n"
+    "  -c, --ctx-size N   context length for the memory estimate (default: the model's)\n"
+    "Text output shows control bytes of the file's strings as \\xHH; --json escapes them.\n";
 
 int cmd_inspect(int argc, char **argv) {
     const char *path = NULL;
     int tensors = 0, json = 0, n_ctx = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return usage(stdout, 0);
-        if (!strcmp(argv[i], "--tensors")) tensors = 1;
-        else if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--ctx-size")) {
-            const char *v = arg_value(argc, argv, &i);
-            if (!v || !arg_int(argv[i - 1], v, 1, 1 << 30, &n_ctx)) return usage(stderr, 2);
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "nibble inspect: unknown option '%s'\n", argv[i]);
-            return usage(stderr, 2);
-        } else if (path) {
-            fprintf(stderr, "nibble inspect: one model at a time ('%s' and '%s')\n", path, argv[i]);
-            return usage(stderr, 2);
-        } else path = argv[i];
-    }
-    if (!path) return usage(stderr, 2);
+    arg_opt opts[] = {OPT_FLAG("--tensors", &tensors), OPT_FLAG("--json", &json),
+                      OPT_INT("-c|--ctx-size", &n_ctx, 1, 1 << 30)};
+    arg_spec spec = ARG_SPEC("inspect", USAGE, opts, &path, 1);
+    int rc = arg_parse(&spec, argc, argv);
+    if (rc >= 0) return rc;
+    if (!path) return arg_usage_error(&spec, "which model? give MODEL.gguf");
+    if (json && tensors) return arg_usage_error(&spec, "--json always lists the tensors: drop --tensors");
     nb_gguf *g;
     nb_status st = nb_gguf_open_ex(path, NB_GGUF_LIST_UNSUPPORTED, &g);
-    if (st) {
-        fprintf(stderr, "nibble inspect: %s: %s (%s)\n", path, nb_last_error(), nb_strerror(st));
-        return 1;
-    }
+    if (st) return arg_status(st);
     summary *s = malloc(sizeof *s);
     if (!s) {
         nb_gguf_close(g);
-        fprintf(stderr, "nibble inspect: out of memory\n");
-        return 1;
+        return arg_error("out of memory");
     }
     summarize(s, g, path, n_ctx);
     if (json) print_json(s);
@@ -362,10 +349,10 @@ int cmd_inspect(int argc, char **argv) {
     for (int64_t i = 0; i < nb_gguf_tensor_count(g) && bad; i++) {
         const nb_gguf_tensor *t = nb_gguf_tensor_at(g, i);
         if (!t->supported)
-            fprintf(stderr, "nibble inspect: tensor '%s' has type %s (id %d), which nibble cannot run\n", t->name,
-                    nb_type_name(t->type), t->type);
+            arg_error("tensor '%s' has type %s (id %d), which nibble cannot run", arg_safe(0, t->name),
+                      nb_type_name(t->type), t->type);
     }
-    if (bad) fprintf(stderr, "nibble inspect: %s: %lld tensors of types nibble cannot run\n", path, (long long)bad);
+    if (bad) arg_error("%s: %lld tensor%s of types nibble cannot run", path, (long long)bad, nb_plural(bad));
     free(s);
     nb_gguf_close(g);
     return bad ? 1 : 0;

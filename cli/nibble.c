@@ -1,8 +1,12 @@
 /*
- * nibble.c: the command-line entry point; dispatches to one file per subcommand.
+ * nibble.c: the command-line entry point; dispatches to one file per subcommand. SIGINT and
+ * SIGTERM remove the temporary file of an output being written and exit 130 / 143 (`run`
+ * catches the first SIGINT itself to stop generation and print its statistics).
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "nibble.h"
@@ -24,12 +28,29 @@ static const struct {
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: nibble COMMAND [ARGS]\n\ncommands:\n");
+    fprintf(f, "usage: nibble COMMAND [ARGS]   (nibble COMMAND --help for its flags)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\nexit codes: 0 success, 1 bad data or a runtime failure, 2 bad usage, 130/143 interrupted\n");
+}
+
+/* Only async-signal-safe calls: unlink (inside nb_remove_temp_files), write, _exit. */
+static void on_signal(int sig) {
+    static const char msg_int[] = "\nnibble: interrupted (SIGINT); no partial output file is left\n";
+    static const char msg_term[] = "\nnibble: terminated (SIGTERM); no partial output file is left\n";
+    nb_remove_temp_files();
+    if (sig == SIGINT) (void)!write(2, msg_int, sizeof msg_int - 1);
+    else (void)!write(2, msg_term, sizeof msg_term - 1);
+    _exit(128 + sig);
 }
 
 int main(int argc, char **argv) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -18,69 +18,52 @@ typedef struct ppl_opts {
     int n_ctx, n_batch, n_threads, n_chunks, top_k, kv_f32, json;
 } ppl_opts;
 
-static void usage(void) {
-    fprintf(stderr,
-            "usage: nibble perplexity -m MODEL (-f TEXT | --kld BASE) [options]\n"
-            "  -f FILE             text to score (tokenized with BOS, cut into windows of -c tokens)\n"
-            "  -c N                window (default 512); each window's second half is scored\n"
-            "  -b N                tokens per evaluation step; logits of N positions are held at once,\n"
-            "                      N x n_vocab x 4 bytes (default 64)\n"
-            "  -t N                threads (default: all CPUs)\n"
-            "  --chunks N          windows to score (default: all)\n"
-            "  --save-logits FILE  keep the distributions (top K + rest) for a later --kld\n"
-            "  --top-k K           probabilities kept per position by --save-logits (default 64, max 1024)\n"
-            "  --kld FILE          compare with a --save-logits file: KL divergence, same top token, dp;\n"
-            "                      scores the file's tokens and window (no -f)\n"
-            "  --kv-f32            F32 KV cache (default F16)\n"
-            "  --json              results as one JSON object on stdout\n");
-}
+static const char USAGE[] =
+    "usage: nibble perplexity -m MODEL (-f TEXT | --kld BASE) [options]\n"
+    "  -m, --model FILE       the GGUF model\n"
+    "  -f, --file FILE        text to score (tokenized with BOS, cut into windows of -c tokens)\n"
+    "  -c, --ctx-size N       window (default 512); each window's second half is scored\n"
+    "  -b, --batch-size N     tokens per evaluation step; logits of N positions are held at once,\n"
+    "                         N x n_vocab x 4 bytes (default 64)\n"
+    "  -t, --threads N        threads (default: all CPUs)\n"
+    "  --chunks N             windows to score (default: all)\n"
+    "  --save-logits FILE     keep the distributions (top K + rest) for a later --kld\n"
+    "  --top-k K              probabilities kept per position by --save-logits (default 64, max 1024)\n"
+    "  --kld FILE             compare with a --save-logits file: KL divergence, same top token, dp;\n"
+    "                         scores the file's tokens and window (no -f)\n"
+    "  --kv-f32               F32 KV cache (default F16)\n"
+    "  --json                 results as one JSON object on stdout\n"
+    "  -ngl N                 accepted and ignored (nibble runs on the CPU)\n";
 
+/* Returns -1 to go on, or the exit code. */
 static int parse(int argc, char **argv, ppl_opts *o) {
     memset(o, 0, sizeof *o);
     o->n_batch = 64;
     o->top_k = 64;
-    int have_k = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int ok = 1;
-#define VAL() ((v = arg_value(argc, argv, &i)) != NULL)
-        if (!strcmp(a, "-m")) ok = VAL() && (o->model = v);
-        else if (!strcmp(a, "-f")) ok = VAL() && (o->file = v);
-        else if (!strcmp(a, "-c")) ok = VAL() && arg_int(a, v, 4, 1 << 20, &o->n_ctx);
-        else if (!strcmp(a, "-b")) ok = VAL() && arg_int(a, v, 1, 4096, &o->n_batch);
-        else if (!strcmp(a, "-t")) ok = VAL() && arg_int(a, v, 1, 1024, &o->n_threads);
-        else if (!strcmp(a, "--chunks")) ok = VAL() && arg_int(a, v, 1, 1 << 24, &o->n_chunks);
-        else if (!strcmp(a, "--save-logits")) ok = VAL() && (o->save = v);
-        else if (!strcmp(a, "--top-k")) ok = VAL() && arg_int(a, v, 1, 1024, &o->top_k) && (have_k = 1);
-        else if (!strcmp(a, "--kld")) ok = VAL() && (o->base = v);
-        else if (!strcmp(a, "--kv-f32")) o->kv_f32 = 1;
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
-            return 0;
-        } else {
-            fprintf(stderr, "nibble perplexity: unknown option '%s'\n", a);
-            ok = 0;
-        }
-#undef VAL
-        if (!ok) return 0;
-    }
-    const char *err = !o->model                 ? "-m MODEL is required"
-                      : !o->file && !o->base    ? "give a text with -f, or a base file with --kld"
-                      : o->file && o->base      ? "--kld scores the base file's own tokens: drop -f"
-                      : have_k && !o->save      ? "--top-k only applies to --save-logits"
-                      : o->n_ctx && o->base     ? "--kld uses the base file's window: drop -c"
-                                                : NULL;
-    if (err) {
-        fprintf(stderr, "nibble perplexity: %s\n", err);
-        return 0;
-    }
-    return 1;
-}
-
-static int fail(const char *what, nb_status s) {
-    fprintf(stderr, "nibble perplexity: %s: %s (%s)\n", what, nb_last_error(), nb_strerror(s));
-    return 1;
+    arg_opt opts[] = {
+        OPT_STR("-m|--model", &o->model),
+        OPT_STR("-f|--file", &o->file),
+        OPT_INT("-c|--ctx-size", &o->n_ctx, 4, 1 << 20),
+        OPT_INT("-b|--batch-size", &o->n_batch, 1, 4096),
+        OPT_THREADS(&o->n_threads),
+        OPT_INT("--chunks", &o->n_chunks, 1, 1 << 24),
+        OPT_STR("--save-logits", &o->save),
+        OPT_INT("--top-k", &o->top_k, 1, 1024),
+        OPT_STR("--kld", &o->base),
+        OPT_FLAG("--kv-f32", &o->kv_f32),
+        OPT_FLAG("--json", &o->json),
+        OPT_NGL,
+    };
+    arg_spec spec = ARG_SPEC("perplexity", USAGE, opts, NULL, 0);
+    int rc = arg_parse(&spec, argc, argv);
+    if (rc >= 0) return rc;
+    const char *err = !o->model                                ? "-m MODEL is required"
+                      : !o->file && !o->base                   ? "give a text with -f, or a base file with --kld"
+                      : o->file && o->base                     ? "--kld scores the base file's own tokens: drop -f"
+                      : arg_given(&spec, "--top-k") && !o->save ? "--top-k only applies to --save-logits"
+                      : o->n_ctx && o->base                    ? "--kld uses the base file's window: drop -c"
+                                                               : NULL;
+    return err ? arg_usage_error(&spec, "%s", err) : -1;
 }
 
 /* --------------------------------------------------------------- progress */
@@ -179,7 +162,7 @@ static int tokenize_file(const nb_model *m, const char *path, int32_t **ids, siz
     if ((*ids = malloc(sizeof(int32_t) * cap))) s = nb_tokenize(tok, text, len, 1, 0, *ids, cap, n);
     free(text);
     if (s) {
-        fail(path, s);
+        arg_status(s);
         return 0;
     }
     return 1;
@@ -187,17 +170,15 @@ static int tokenize_file(const nb_model *m, const char *path, int32_t **ids, siz
 
 int cmd_perplexity(int argc, char **argv) {
     ppl_opts o;
-    if (!parse(argc, argv, &o)) {
-        usage();
-        return 2;
-    }
+    int rc = parse(argc, argv, &o);
+    if (rc >= 0) return rc;
     nb_model *m = NULL;
     nb_ctx *ctx = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    int rc = 1;
+    rc = 1;
     nb_status s = nb_model_load(o.model, &m);
-    if (s) return fail(o.model, s);
+    if (s) return arg_status(s);
     const nb_model_info *in = nb_model_get_info(m);
     nb_ppl_params pp = nb_ppl_default_params();
     pp.n_ctx = o.n_ctx ? o.n_ctx : o.base ? 0 : 512;
@@ -207,35 +188,35 @@ int cmd_perplexity(int argc, char **argv) {
     pp.save_path = o.save;
     pp.base_path = o.base;
     if (pp.n_ctx > in->n_ctx_train) {
-        fprintf(stderr, "nibble perplexity: -c %d exceeds the model's training context of %d\n", pp.n_ctx,
-                in->n_ctx_train);
+        arg_error("-c %d exceeds the model's training context of %d tokens", pp.n_ctx, in->n_ctx_train);
+        rc = CLI_USAGE;
         goto out;
     }
     if (o.file && !tokenize_file(m, o.file, &ids, &n_ids)) goto out;
     nb_ctx_params cp = nb_ctx_default_params();
     cp.n_ctx = pp.n_ctx;
     if (o.base && (s = nb_ppl_base_info(o.base, &cp.n_ctx, NULL))) {
-        fail(o.base, s);
+        rc = arg_status(s);
         goto out;
     }
     cp.n_batch = o.n_batch;
     cp.kv_f32 = o.kv_f32;
     cp.n_threads = o.n_threads;
     if ((s = nb_ctx_create(m, &cp, &ctx))) {
-        fail("context", s);
+        rc = arg_status(s);
         goto out;
     }
     const int threads = o.n_threads > 0 ? o.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (o.file)
-        fprintf(stderr, "perplexity: %s: %zu tokens, window %d, %d threads, %s KV cache\n", o.file, n_ids, pp.n_ctx,
-                threads, o.kv_f32 ? "f32" : "f16");
+        fprintf(stderr, "perplexity: %s: %zu token%s, window %d, %d threads, %s KV cache\n", o.file, n_ids, nb_plural((long long)n_ids),
+                pp.n_ctx, threads, o.kv_f32 ? "f32" : "f16");
     progress pr = {arg_now(), arg_now(), isatty(2), 0};
     pp.progress = on_window;
     pp.user = &pr;
     nb_ppl_result r;
     if ((s = nb_perplexity(ctx, ids, (int64_t)n_ids, &pp, &r))) {
         if (pr.tty) fputc('\n', stderr);
-        fail("perplexity", s);
+        rc = arg_status(s);
         goto out;
     }
     const double secs = arg_now() - pr.t0;

@@ -3,7 +3,8 @@
  * (library: nb_quantize_model; rules per recipe in src/quant/quant.h). Prints a progress bar with
  * an ETA when stderr is a terminal, then a summary (size, bits per weight, time). With --stats it
  * also prints each converted tensor's weight RMSE and a per-type summary. Exit 0; 1 when the
- * conversion fails (the old OUT is left as it was); 2 on bad usage or an unknown recipe or type.
+ * conversion fails (the old OUT is left as it was); 2 on bad usage, an unknown recipe or type, or an
+ * OUT that is not a regular file; 130/143 when interrupted (the temporary file is removed).
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,25 +16,24 @@
 #include "cli/commands.h"
 #include "nibble.h"
 
-#define MAX_OVERRIDES 64
 #define MAX_TYPE 64
 
-static int usage(FILE *f, int code) {
-    fprintf(f,
-            "usage: nibble quantize IN.gguf OUT.gguf RECIPE [flags]\n"
-            "recipes: q8_0 q4_0 q4_k_m (llama.cpp's rules; byte-identical in --mode ref)\n"
-            "         mxfp4 nvfp4 (every weight), mxfp4_m nvfp4_m (sensitive tensors at Q6_K),\n"
-            "         nvfp4_2l (two-level NVFP4 with a per-tensor .scale), auto:BPW (e.g. auto:5.0)\n"
-            "  --mode ref|best          reference quantizers (default) or error-lowering searches\n"
-            "  --two-level              NVFP4 tensors take the two-level recipe (+ <name>.scale)\n"
-            "  --imatrix FILE           importance (nibble/llama.cpp imatrix) for best mode and auto\n"
-            "  --pure TYPE              every quantizable weight in TYPE (recipe rules off)\n"
-            "  --embed-type TYPE        type of token_embd / output (e.g. q8_0)\n"
-            "  --tensor-type REGEX=TYPE override by tensor name (repeatable; first match wins)\n"
-            "  -t N                     threads (default: one per CPU; output identical for any N)\n"
-            "  --stats                  print the weight RMSE of every converted tensor\n");
-    return code;
-}
+static const char USAGE[] =
+    "usage: nibble quantize IN.gguf OUT.gguf RECIPE [flags]\n"
+    "recipes: q8_0 q4_0 q4_k_m (llama.cpp's rules; byte-identical in --mode ref)\n"
+    "         mxfp4 nvfp4 (every weight), mxfp4_m nvfp4_m (sensitive tensors at Q6_K),\n"
+    "         nvfp4_2l (two-level NVFP4 with a per-tensor .scale), auto:BPW (e.g. auto:5.0)\n"
+    "  --mode ref|best          reference quantizers (default) or error-lowering searches\n"
+    "  --two-level              NVFP4 tensors take the two-level recipe (+ <name>.scale)\n"
+    "  --imatrix FILE           importance (nibble/llama.cpp imatrix) for best mode and auto\n"
+    "  --pure TYPE              every quantizable weight in TYPE (recipe rules off)\n"
+    "  --embed-type TYPE        type of token_embd / output (e.g. q8_0)\n"
+    "  --tensor-type REGEX=TYPE override by tensor name (repeatable; first match wins)\n"
+    "  --allow-requantize       no note when IN is already quantized (llama-quantize's flag)\n"
+    "  -t, --threads N          threads (default: one per CPU; output identical for any N)\n"
+    "  --stats                  print the weight RMSE of every converted tensor\n"
+    "OUT is written beside itself under a temporary name and renamed when complete; an OUT that is\n"
+    "not a regular file is refused, a symbolic link is followed (docs/SECURITY.md).\n";
 
 typedef struct ui {
     int tty, stats;
@@ -76,91 +76,78 @@ static void on_tensor(void *user, const nb_quant_report *r) {
     }
 }
 
-static int parse_type(const char *flag, const char *v, int *out) {
+static int parse_type(const arg_spec *spec, const char *flag, const char *v, int *out) {
     *out = nb_type_from_name(v);
-    if (*out < 0 || *out == NB_TYPE_Q8_K) {
-        fprintf(stderr, "nibble quantize: %s: unknown type '%s' (f32 f16 bf16 q4_0 q5_0 q8_0 q4_K q5_K q6_K mxfp4 nvfp4)\n",
-                flag, v);
-        return 0;
+    if (*out >= 0 && *out != NB_TYPE_Q8_K) return 1;
+    arg_usage_error(spec, "%s: unknown type '%s' (f32 f16 bf16 q4_0 q5_0 q8_0 q4_K q5_K q6_K mxfp4 nvfp4)", flag, v);
+    return 0;
+}
+
+/* Says so when IN already holds quantized weights: they are decoded and quantized again, and the
+ * errors of both conversions add up (llama-quantize refuses without --allow-requantize). */
+static void note_requantize(const char *path) {
+    nb_gguf *g;
+    if (nb_gguf_open_ex(path, NB_GGUF_LIST_UNSUPPORTED, &g)) return; /* nb_quantize_model reports it */
+    int64_t n = 0;
+    int type = -1;
+    for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) {
+        const nb_gguf_tensor *t = nb_gguf_tensor_at(g, i);
+        if (t->n_dims < 2 || t->type == NB_TYPE_F32 || t->type == NB_TYPE_F16 || t->type == NB_TYPE_BF16) continue;
+        if (!n++) type = t->type;
     }
-    return 1;
+    if (n)
+        arg_note("%s is already quantized (%lld weight tensor%s, e.g. %s): they are decoded and quantized again, "
+                 "and the errors of both add up; quantize from the F16/BF16/F32 file where there is one",
+                 path, (long long)n, nb_plural(n), nb_type_name(type));
+    nb_gguf_close(g);
 }
 
 int cmd_quantize(int argc, char **argv) {
     nb_quant_params p = nb_quant_default_params();
-    const char *pos[3] = {0}, *imatrix_path = NULL, *overrides[MAX_OVERRIDES];
-    int n_pos = 0, n_over = 0;
+    const char *pos[3] = {0}, *imatrix_path = NULL, *pure = NULL, *embed = NULL;
+    arg_strs overrides = {.n = 0};
+    int mode = 0, allow_requantize = 0;
     ui u;
     memset(&u, 0, sizeof u);
     p.recipe = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) return usage(stdout, 0);
-        if (!strcmp(a, "--two-level")) {
-            p.two_level = 1;
-        } else if (!strcmp(a, "--stats")) {
-            u.stats = 1;
-        } else if (!strcmp(a, "--mode")) {
-            if (!(v = arg_value(argc, argv, &i))) return 2;
-            if (!strcmp(v, "ref")) p.mode = NB_QMODE_REF;
-            else if (!strcmp(v, "best")) p.mode = NB_QMODE_BEST;
-            else {
-                fprintf(stderr, "nibble quantize: --mode: '%s' (ref or best)\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--imatrix")) {
-            if (!(imatrix_path = arg_value(argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--pure")) {
-            if (!(v = arg_value(argc, argv, &i)) || !parse_type(a, v, &p.pure_type)) return 2;
-        } else if (!strcmp(a, "--embed-type")) {
-            if (!(v = arg_value(argc, argv, &i)) || !parse_type(a, v, &p.embed_type)) return 2;
-        } else if (!strcmp(a, "--tensor-type")) {
-            if (!(v = arg_value(argc, argv, &i))) return 2;
-            if (n_over == MAX_OVERRIDES) {
-                fprintf(stderr, "nibble quantize: at most %d --tensor-type overrides\n", MAX_OVERRIDES);
-                return 2;
-            }
-            overrides[n_over++] = v;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = arg_value(argc, argv, &i)) || !arg_int(a, v, 1, 1024, &p.n_threads)) return 2;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "nibble quantize: unknown flag '%s'\n", a);
-            return usage(stderr, 2);
-        } else if (n_pos < 3) {
-            pos[n_pos++] = a;
-        } else {
-            fprintf(stderr, "nibble quantize: unexpected argument '%s'\n", a);
-            return usage(stderr, 2);
-        }
-    }
-    if (n_pos != 3) return usage(stderr, 2);
+    arg_opt opts[] = {
+        OPT_FLAG("--two-level", &p.two_level),    OPT_FLAG("--stats", &u.stats),
+        OPT_CHOICE("--mode", &mode, "ref|best"),  OPT_STR("--imatrix", &imatrix_path),
+        OPT_STR("--pure", &pure),                 OPT_STR("--embed-type", &embed),
+        OPT_STRS("--tensor-type", &overrides),
+        OPT_FLAG("--allow-requantize", &allow_requantize), OPT_THREADS(&p.n_threads),
+    };
+    arg_spec spec = ARG_SPEC("quantize", USAGE, opts, pos, 3);
+    int rc = arg_parse(&spec, argc, argv);
+    if (rc >= 0) return rc;
+    if (spec.n_pos != 3)
+        return arg_usage_error(&spec, "give IN.gguf, OUT.gguf and a RECIPE (%d of the 3 given)", spec.n_pos);
+    if ((pure && !parse_type(&spec, "--pure", pure, &p.pure_type)) ||
+        (embed && !parse_type(&spec, "--embed-type", embed, &p.embed_type)))
+        return CLI_USAGE;
+    p.mode = mode ? NB_QMODE_BEST : NB_QMODE_REF;
     p.recipe = pos[2];
-    p.overrides = overrides;
-    p.n_overrides = n_over;
+    p.overrides = overrides.v;
+    p.n_overrides = overrides.n;
     p.measure = u.stats;
     p.progress = progress;
     p.on_tensor = on_tensor;
     p.user = &u;
     nb_imatrix *im = NULL;
     if (imatrix_path) {
-        if (nb_imatrix_load(imatrix_path, &im)) {
-            fprintf(stderr, "nibble quantize: %s\n", nb_last_error());
-            return 1;
-        }
+        nb_status s = nb_imatrix_load(imatrix_path, &im);
+        if (s) return arg_status(s);
         p.imatrix = im;
         if (p.mode == NB_QMODE_REF && strncmp(p.recipe, "auto:", 5))
-            fprintf(stderr, "nibble quantize: note: --imatrix only weights --mode best and auto: recipes\n");
+            arg_note("--imatrix only weights --mode best and auto: recipes");
     }
+    if (!allow_requantize) note_requantize(pos[0]);
     u.tty = isatty(2);
     u.t0 = u.last = arg_now();
     nb_status s = nb_quantize_model(pos[0], pos[1], &p);
     if (u.tty) fprintf(stderr, "\r%70s\r", "");
     nb_imatrix_free(im);
-    if (s) {
-        fprintf(stderr, "nibble quantize: %s\n", nb_last_error());
-        /* a recipe, type or override the library refused is a usage error */
-        return s == NB_ERR_INVALID_ARG ? 2 : 1;
-    }
+    if (s) return arg_status(s); /* a recipe, type, override or output the library refused is usage: 2 */
     double el = arg_now() - u.t0;
     printf("%s -> %s (%s%s): %.2f MiB, %.3f bits per weight, %.2f s\n", pos[0], pos[1], p.recipe,
            p.mode == NB_QMODE_BEST ? ", best" : "", (double)u.bytes / 1048576.0,

@@ -394,11 +394,11 @@ TEST(cli_model) {
     snprintf(args, sizeof args, "explain %s token_embd.weight --row 7 --col 100 --json", model);
     CHECK(run(out, sizeof out, args) == 0 && jnum(out, "lane", 0) == 4 && jnum(out, "block", 0) == 3, "q8_0 --col 100");
     snprintf(args, sizeof args, "explain %s blk.0.attn_output.weight --row 640", model);
-    CHECK(run(out, sizeof out, args) == 1, "row out of range exits 1");
+    CHECK(run(out, sizeof out, args) == 2, "row out of range: bad usage, 2");
     snprintf(args, sizeof args, "explain %s blk.0.attn_output.weight --block 4", model);
-    CHECK(run(out, sizeof out, args) == 1, "block out of range exits 1");
+    CHECK(run(out, sizeof out, args) == 2, "block out of range: bad usage, 2");
     snprintf(args, sizeof args, "explain %s no.such.tensor", model);
-    CHECK(run(out, sizeof out, args) == 1, "unknown tensor exits 1");
+    CHECK(run(out, sizeof out, args) == 2, "a tensor the file lacks: bad usage, 2");
     snprintf(args, sizeof args, "explain compare %s token_embd.weight --rows 64 --json", model);
     CHECK(run(out, sizeof out, args) == 0, "compare token_embd");
     CHECK(jnum(out, "rmse", 0) == 0, "q8_0 -> q8_0 requantizes exactly: %g", jnum(out, "rmse", 0));

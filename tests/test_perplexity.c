@@ -473,7 +473,7 @@ TEST(cli_errors) {
     snprintf(args, sizeof args, "-m %s -f %s", m, tmp_path("no-such.txt"));
     CHECK(cli(args, out, sizeof out) == 1 && strstr(out, "cannot open"), "missing text: %s", out);
     snprintf(args, sizeof args, "-m %s -f %s -c 40000", m, tmp_path("no-such.txt"));
-    CHECK(cli(args, out, sizeof out) == 1 && strstr(out, "training context"), "-c beyond training: %s", out);
+    CHECK(cli(args, out, sizeof out) == 2 && strstr(out, "training context"), "-c beyond training: %s", out);
     FILE *f = fopen(tmp_path("short.txt"), "w");
     fputs("Too short to fill a window.", f);
     fclose(f);

@@ -94,7 +94,7 @@ TEST(chat_turns_from_stdin) {
 
 TEST(bad_flags_exit_2) {
     char cmd[1024], out[4096];
-    const char *bad[] = {"--temp x", "-n", "--top-p 2", "-c 0", "--bogus", ""};
+    const char *bad[] = {"--temp x", "-n", "--top-p 2", "-c -1", "--bogus", ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(cmd, sizeof cmd, "%s run -m %s -p hi %s 2>&1", BIN, MODEL, bad[i]);
         if (!*bad[i]) snprintf(cmd, sizeof cmd, "%s run -p hi 2>&1", BIN); /* no -m */

@@ -93,8 +93,8 @@ nb_status nb_block_explain(int type, const void *block, nb_block_trace *out) {
 
 nb_status nb_byte_lanes(const nb_block_trace *bt, int p, int lanes[2], int *n) {
     if (p < 0 || p >= bt->payload_bytes)
-        return nb_fail(NB_ERR_RANGE, "explain %s: byte %d is outside the block's %d payload bytes (0..%d)",
-                       nb_type_name(bt->type), p, bt->payload_bytes, bt->payload_bytes - 1);
+        return nb_fail(NB_ERR_RANGE, "byte %d is outside the %d payload bytes of a %s block (0..%d)", p,
+                       bt->payload_bytes, nb_type_name(bt->type), bt->payload_bytes - 1);
     *n = 2;
     switch (bt->type) {
     case NB_TYPE_Q4_0: case NB_TYPE_Q5_0: case NB_TYPE_MXFP4:
@@ -145,8 +145,8 @@ static void lane_source(const nb_block_trace *bt, int lane, int *p, int *nib, in
 
 nb_status nb_lane_explain(const nb_block_trace *bt, const void *block, int lane, nb_lane_trace *out) {
     if (lane < 0 || lane >= bt->block_elems)
-        return nb_fail(NB_ERR_RANGE, "explain %s: lane %d is outside the block's %d elements (0..%d)",
-                       nb_type_name(bt->type), lane, bt->block_elems, bt->block_elems - 1);
+        return nb_fail(NB_ERR_RANGE, "lane %d is outside the %d elements of a %s block (0..%d)", lane,
+                       bt->block_elems, nb_type_name(bt->type), bt->block_elems - 1);
     const uint8_t *b = block;
     nb_lane_trace *t = out;
     memset(t, 0, sizeof *t);

@@ -537,7 +537,12 @@ nb_status nb_gguf_open_ex(const char *path, unsigned flags, nb_gguf **out) {
     }
     nb_gguf *g = NULL;
     nb_status s = nb_gguf_parse_ex(map, n, flags & ~(unsigned)NB_GGUF_RESIDENT, &g);
-    if (!s && (flags & NB_GGUF_RESIDENT)) s = make_resident(fd, n, map, path);
+    if (s) { /* the parser's message says where in the bytes; name the file too, once */
+        const char *why = nb_last_error();
+        s = nb_fail(s, "gguf: '%s': %s", path, strncmp(why, "gguf: ", 6) ? why : why + 6);
+    } else if (flags & NB_GGUF_RESIDENT) {
+        s = make_resident(fd, n, map, path);
+    }
     close(fd); /* the mapping keeps the file alive */
     if (s) {
         nb_gguf_close(g);

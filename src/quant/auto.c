@@ -58,7 +58,7 @@ static nb_status measure(const nb_gguf_tensor *t, int type, const nb_quant_param
         if (s) return s;
         for (int64_t i = 0; i < n; i++) {
             if (!isfinite(x[i]))
-                return nb_fail(NB_ERR_NONFINITE, "quantize: tensor '%s': row %lld holds NaN or Inf", t->name,
+                return nb_fail(NB_ERR_NONFINITE, "tensor '%s': row %lld holds NaN or Inf", t->name,
                                (long long)r);
             sig += (imp ? imp[i] : 1.0) * x[i] * x[i];
         }
@@ -82,7 +82,7 @@ static nb_status options_of(const nb_gguf_tensor *t, const nb_quant_params *p, c
     if (!x || !q) {
         free(x);
         free(q);
-        return nb_fail(NB_ERR_NOMEM, "quantize: auto: row buffers for '%s'", t->name);
+        return nb_fail(NB_ERR_NOMEM, "auto: row buffers for '%s'", t->name);
     }
     option all[N_CAND];
     int na = 0;
@@ -98,7 +98,7 @@ static nb_status options_of(const nb_gguf_tensor *t, const nb_quant_params *p, c
     free(q);
     if (s) return s;
     nb_clear_error();
-    if (!na) return nb_fail(NB_ERR_UNSUPPORTED, "quantize: auto: tensor '%s' (row %lld) fits no candidate type",
+    if (!na) return nb_fail(NB_ERR_UNSUPPORTED, "auto: tensor '%s' (row %lld) fits no candidate type",
                             t->name, (long long)n);
     /* sort by bits (insertion: six at most), the lower error first among equal sizes */
     for (int i = 1; i < na; i++)
@@ -133,7 +133,7 @@ static nb_status knapsack(choice *ch, int64_t n, int64_t slack) {
     if (!best || !pick) {
         free(best);
         free(pick);
-        return nb_fail(NB_ERR_NOMEM, "quantize: auto: knapsack table of %lld x %lld", (long long)rows,
+        return nb_fail(NB_ERR_NOMEM, "auto: knapsack table of %lld x %lld", (long long)rows,
                        (long long)cap + 1);
     }
     int64_t r = 0;
@@ -196,7 +196,7 @@ static void spend_rest(choice *ch, int64_t n, int64_t bits, int64_t budget) {
 nb_status nb_quant_auto(const nb_gguf *g, const nb_quant_params *p, double bpw, nb_qplan *plan, int64_t n) {
     (void)g;
     choice *ch = calloc(n ? (size_t)n : 1, sizeof *ch);
-    if (!ch) return nb_fail(NB_ERR_NOMEM, "quantize: auto: %lld tensors", (long long)n);
+    if (!ch) return nb_fail(NB_ERR_NOMEM, "auto: %lld tensors", (long long)n);
     double elems = 0;
     int64_t bits = 0; /* fixed and copied tensors as they are, the others at their cheapest option */
     nb_status s = NB_OK;
@@ -213,7 +213,7 @@ nb_status nb_quant_auto(const nb_gguf *g, const nb_quant_params *p, double bpw, 
     }
     const int64_t budget = (int64_t)floor(bpw * elems);
     if (!s && bits > budget)
-        s = nb_fail(NB_ERR_INVALID_ARG, "quantize: auto:%g is below the smallest this model allows (%.3f bits per weight)",
+        s = nb_fail(NB_ERR_INVALID_ARG, "auto:%g is below the smallest this model allows (%.3f bits per weight)",
                     bpw, (double)bits / elems);
     if (!s) s = knapsack(ch, n, budget - bits);
     if (!s) {

@@ -58,15 +58,15 @@ static nb_status copy_kv(const nb_gguf *g, int64_t kv, nb_gguf_writer *w) {
     if (v.type != NB_GGUF_ARRAY) return nb_gguf_writer_set(w, key, &v);
     const nb_gguf_vtype et = v.v.arr.type;
     const uint64_t n = v.v.arr.count;
-    if (et == NB_GGUF_ARRAY) return nb_fail(NB_ERR_UNSUPPORTED, "quantize: key '%s': nested arrays", key);
+    if (et == NB_GGUF_ARRAY) return nb_fail(NB_ERR_UNSUPPORTED, "key '%s': nested arrays", key);
     static const size_t esize[] = {1, 1, 2, 2, 4, 4, 4, 1, sizeof(char *), 0, 8, 8, 8};
     if (n > SIZE_MAX / esize[et])
-        return nb_fail(NB_ERR_OVERFLOW, "quantize: key '%s': %llu elements", key, (unsigned long long)n);
+        return nb_fail(NB_ERR_OVERFLOW, "key '%s': %llu elements", key, (unsigned long long)n);
     const size_t bytes = (size_t)n * esize[et];
     void *arr = malloc(bytes ? bytes : 1);
     char *text = NULL;
     if (!arr)
-        return nb_fail(NB_ERR_NOMEM, "quantize: key '%s': %llu element%s", key, (unsigned long long)n,
+        return nb_fail(NB_ERR_NOMEM, "key '%s': %llu element%s", key, (unsigned long long)n,
                        nb_plural((long long)n));
     if (et == NB_GGUF_STRING) { /* one NUL-terminated copy of all strings, for the writer */
         uint64_t total = 0;
@@ -75,7 +75,7 @@ static nb_status copy_kv(const nb_gguf *g, int64_t kv, nb_gguf_writer *w) {
             size_t len;
             if (!(s = nb_gguf_arr_str(g, kv, i, &str, &len))) total += len + 1;
         }
-        if (!s && !(text = malloc(total ? (size_t)total : 1))) s = nb_fail(NB_ERR_NOMEM, "quantize: key '%s'", key);
+        if (!s && !(text = malloc(total ? (size_t)total : 1))) s = nb_fail(NB_ERR_NOMEM, "key '%s'", key);
         char *at = text;
         for (uint64_t i = 0; i < n && !s; i++) {
             const char *str;
@@ -212,9 +212,9 @@ static nb_status run_rows(nb_pool *pool, job *j, nb_pool_fn fn, int64_t rows, ui
     int64_t bad = atomic_load(&j->bad_row);
     if (!bad) return NB_OK;
     if (atomic_load(&j->bad_kind) == 2)
-        return nb_fail(NB_ERR_NOMEM, "quantize: tensor '%s': row buffer of %lld float%s", j->t->name,
+        return nb_fail(NB_ERR_NOMEM, "tensor '%s': row buffer of %lld float%s", j->t->name,
                        (long long)j->t->ne[0], nb_plural(j->t->ne[0]));
-    return nb_fail(NB_ERR_NONFINITE, "quantize: tensor '%s': row %lld holds NaN or Inf", j->t->name,
+    return nb_fail(NB_ERR_NONFINITE, "tensor '%s': row %lld holds NaN or Inf", j->t->name,
                    (long long)(bad - 1));
 }
 
@@ -234,11 +234,11 @@ static nb_status convert_tensor(nb_pool *pool, const nb_quant_params *p, const n
     }
     if (p->measure && (!(j.sse = calloc((size_t)rows, sizeof *j.sse)) || !(j.sx2 = calloc((size_t)rows, sizeof *j.sx2)))) {
         free(j.sse);
-        return nb_fail(NB_ERR_NOMEM, "quantize: error sums of %lld row%s", (long long)rows, nb_plural(rows));
+        return nb_fail(NB_ERR_NOMEM, "error sums of %lld row%s", (long long)rows, nb_plural(rows));
     }
     if (pl->two_level) { /* one encode scale for the whole tensor: its absolute maximum first */
         if (!(j.amax = calloc((size_t)rows, sizeof *j.amax)))
-            s = nb_fail(NB_ERR_NOMEM, "quantize: row maxima of %lld row%s", (long long)rows, nb_plural(rows));
+            s = nb_fail(NB_ERR_NOMEM, "row maxima of %lld row%s", (long long)rows, nb_plural(rows));
         if (!s) s = run_rows(pool, &j, amax_rows, rows, done, total, p, 0);
         float amax = 0;
         for (int64_t r = 0; !s && r < rows; r++) amax = j.amax[r] > amax ? j.amax[r] : amax;
@@ -272,12 +272,12 @@ typedef struct scratch {
 static nb_status scratch_open(const char *out, size_t size, scratch *sc) {
     size_t n = strlen(out);
     char *name = malloc(n + sizeof ".scratch.XXXXXX");
-    if (!name) return nb_fail(NB_ERR_NOMEM, "quantize: scratch name");
+    if (!name) return nb_fail(NB_ERR_NOMEM, "scratch name");
     memcpy(name, out, n);
     memcpy(name + n, ".scratch.XXXXXX", sizeof ".scratch.XXXXXX");
     int fd = mkstemp(name);
     if (fd < 0) {
-        nb_status s = nb_fail(NB_ERR_IO, "quantize: cannot create a scratch file beside '%s': %s", out, strerror(errno));
+        nb_status s = nb_fail(NB_ERR_IO, "cannot create a scratch file beside '%s': %s", out, strerror(errno));
         free(name);
         return s;
     }
@@ -285,7 +285,7 @@ static nb_status scratch_open(const char *out, size_t size, scratch *sc) {
     free(name);
     sc->size = size ? size : 1;
     if (ftruncate(fd, (off_t)sc->size) != 0) {
-        nb_status s = nb_fail(NB_ERR_IO, "quantize: scratch file of %zu bytes beside '%s': %s", sc->size, out,
+        nb_status s = nb_fail(NB_ERR_IO, "scratch file of %zu bytes beside '%s': %s", sc->size, out,
                               strerror(errno));
         close(fd);
         return s;
@@ -293,7 +293,7 @@ static nb_status scratch_open(const char *out, size_t size, scratch *sc) {
     void *m = mmap(NULL, sc->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (m == MAP_FAILED)
-        return nb_fail(NB_ERR_IO, "quantize: mapping %zu scratch bytes: %s", sc->size, strerror(errno));
+        return nb_fail(NB_ERR_IO, "mapping %zu scratch bytes: %s", sc->size, strerror(errno));
     sc->map = m;
     return NB_OK;
 }
@@ -305,15 +305,15 @@ static nb_status layout(const nb_qplan *plan, int64_t n, uint64_t *off, uint64_t
         size_t row;
         nb_status s = nb_row_bytes(plan[i].type, plan[i].t->ne[0], &row);
         /* its message names the type and the row length; only the tensor is added */
-        if (s) return nb_fail(s, "quantize: tensor '%s': %s", plan[i].t->name, nb_last_error());
+        if (s) return nb_fail(s, "tensor '%s': %s", plan[i].t->name, nb_last_error());
         if (!nb_mul_u64(row, (uint64_t)nb_quant_rows(plan[i].t), &bytes[i]) || !nb_align_u64(at, SLOT_ALIGN, &at))
-            return nb_fail(NB_ERR_OVERFLOW, "quantize: tensor '%s' size", plan[i].t->name);
+            return nb_fail(NB_ERR_OVERFLOW, "tensor '%s' size", plan[i].t->name);
         off[i] = at;
         /* a two-level tensor's 4-byte scale follows it in its own aligned slot */
         uint64_t extra = plan[i].two_level ? SLOT_ALIGN + 4 : 0;
-        if (!nb_add_u64(at, bytes[i] + extra, &at)) return nb_fail(NB_ERR_OVERFLOW, "quantize: output size");
+        if (!nb_add_u64(at, bytes[i] + extra, &at)) return nb_fail(NB_ERR_OVERFLOW, "output size");
     }
-    if (at > SIZE_MAX) return nb_fail(NB_ERR_OVERFLOW, "quantize: output of %llu bytes", (unsigned long long)at);
+    if (at > SIZE_MAX) return nb_fail(NB_ERR_OVERFLOW, "output of %llu bytes", (unsigned long long)at);
     *total = at;
     return NB_OK;
 }
@@ -322,7 +322,7 @@ static nb_status add_scale_tensor(nb_gguf_writer *w, const char *name, const flo
     char sname[NB_GGUF_MAX_NAME + 8];
     size_t n = strlen(name);
     if (n < 7 || strcmp(name + n - 7, ".weight"))
-        return nb_fail(NB_ERR_INVALID_ARG, "quantize: two-level tensor '%s' does not end in .weight", name);
+        return nb_fail(NB_ERR_INVALID_ARG, "two-level tensor '%s' does not end in .weight", name);
     snprintf(sname, sizeof sname, "%.*s.scale", (int)(n - 7), name);
     const int64_t ne[1] = {1};
     return nb_gguf_writer_add_tensor(w, sname, NB_TYPE_F32, 1, ne, scale);
@@ -338,7 +338,7 @@ static nb_status quantize_open(const nb_gguf *g, const char *out, const nb_quant
     nb_gguf_writer *w = NULL;
     scratch sc = {0};
     uint64_t total_out = 0, total_src = 0, done = 0;
-    if (!off || !bytes) s = nb_fail(NB_ERR_NOMEM, "quantize: layout of %lld tensor%s", (long long)n, nb_plural(n));
+    if (!off || !bytes) s = nb_fail(NB_ERR_NOMEM, "layout of %lld tensor%s", (long long)n, nb_plural(n));
     if (!s) s = layout(plan, n, off, bytes, &total_out);
     if (!s) s = nb_gguf_writer_create(&w);
     if (!s) s = copy_metadata(g, w, ftype);
@@ -371,7 +371,7 @@ static nb_status quantize_open(const nb_gguf *g, const char *out, const nb_quant
 }
 
 nb_status nb_quantize_model(const char *in_path, const char *out_path, const nb_quant_params *p) {
-    if (!in_path || !out_path || !p) return nb_fail(NB_ERR_INVALID_ARG, "quantize: NULL path or params");
+    if (!in_path || !out_path || !p) return nb_fail(NB_ERR_INVALID_ARG, "nb_quantize_model: NULL path or params");
     nb_gguf *g = NULL;
     nb_status s = nb_gguf_open(in_path, &g);
     if (s) return s;

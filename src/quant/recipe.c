@@ -206,29 +206,29 @@ static nb_status overrides_compile(const nb_quant_params *p, overrides *o) {
     o->type = calloc((size_t)p->n_overrides, sizeof *o->type);
     if (!o->re || !o->type) {
         overrides_free(o);
-        return nb_fail(NB_ERR_NOMEM, "quantize: %d overrides", p->n_overrides);
+        return nb_fail(NB_ERR_NOMEM, "%d overrides", p->n_overrides);
     }
     for (int i = 0; i < p->n_overrides; i++) {
         const char *s = p->overrides[i], *eq = s ? strrchr(s, '=') : NULL;
         if (!eq || eq == s) {
             overrides_free(o);
-            return nb_fail(NB_ERR_INVALID_ARG, "quantize: override '%s' is not PATTERN=TYPE", s ? s : "(null)");
+            return nb_fail(NB_ERR_INVALID_ARG, "override '%s' is not PATTERN=TYPE", s ? s : "(null)");
         }
         char pat[256];
         if ((size_t)(eq - s) >= sizeof pat) {
             overrides_free(o);
-            return nb_fail(NB_ERR_INVALID_ARG, "quantize: override pattern longer than %zu bytes", sizeof pat - 1);
+            return nb_fail(NB_ERR_INVALID_ARG, "override pattern longer than %zu bytes", sizeof pat - 1);
         }
         memcpy(pat, s, (size_t)(eq - s));
         pat[eq - s] = 0;
         o->type[i] = nb_type_from_name(eq + 1);
         if (o->type[i] < 0 || o->type[i] == NB_TYPE_Q8_K) {
             overrides_free(o);
-            return nb_fail(NB_ERR_INVALID_ARG, "quantize: override '%s': unknown type '%s'", s, eq + 1);
+            return nb_fail(NB_ERR_INVALID_ARG, "override '%s': unknown type '%s'", s, eq + 1);
         }
         if (regcomp(&o->re[i], pat, REG_EXTENDED | REG_NOSUB)) {
             overrides_free(o);
-            return nb_fail(NB_ERR_INVALID_ARG, "quantize: override '%s': bad regular expression", s);
+            return nb_fail(NB_ERR_INVALID_ARG, "override '%s': bad regular expression", s);
         }
         o->n = i + 1;
     }
@@ -250,13 +250,13 @@ nb_status nb_quant_plan(const nb_gguf *g, const nb_quant_params *p, nb_qplan **o
     double bpw = 0;
     const recipe *r = p->recipe ? find_recipe(p->recipe, &bpw) : NULL;
     if (!r)
-        return nb_fail(NB_ERR_INVALID_ARG, "quantize: unknown recipe '%s' (q8_0 q4_0 q4_k_m mxfp4 nvfp4 mxfp4_m "
+        return nb_fail(NB_ERR_INVALID_ARG, "unknown recipe '%s' (q8_0 q4_0 q4_k_m mxfp4 nvfp4 mxfp4_m "
                        "nvfp4_m nvfp4_2l auto:BPW)", p->recipe ? p->recipe : "(null)");
     if ((p->pure_type >= 0 && !check_type_arg(p->pure_type)) || (p->embed_type >= 0 && !check_type_arg(p->embed_type)))
-        return nb_fail(NB_ERR_INVALID_ARG, "quantize: --pure / --embed-type names a type nibble does not write");
+        return nb_fail(NB_ERR_INVALID_ARG, "--pure / --embed-type names a type nibble does not write");
     int64_t n = nb_gguf_tensor_count(g);
     nb_qplan *plan = calloc(n ? (size_t)n : 1, sizeof *plan);
-    if (!plan) return nb_fail(NB_ERR_NOMEM, "quantize: plan of %lld tensors", (long long)n);
+    if (!plan) return nb_fail(NB_ERR_NOMEM, "plan of %lld tensors", (long long)n);
     state st = {.r = r, .arch = "", .n_layer = 0, .tied = 1};
     const char *arch = NULL;
     if (!nb_gguf_get_string(g, "general.architecture", &arch)) st.arch = arch;
