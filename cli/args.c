@@ -44,10 +44,11 @@ int arg_usage_error(const arg_spec *s, const char *fmt, ...) {
 }
 
 int arg_status(nb_status s) {
-    const char *msg = nb_last_error();
-    if (!*msg) arg_error("%s", nb_strerror(s));
-    else if (s == NB_ERR_NOMEM) arg_error("out of memory: %s", msg); /* the library's message names what for */
-    else arg_error("%s", msg);
+    /* the library's message may quote the file (a tensor name, an architecture): escaped */
+    const char *msg = *nb_last_error() ? nb_last_error() : nb_strerror(s);
+    fprintf(stderr, "%s: %s", prog, s == NB_ERR_NOMEM ? "out of memory: " : "");
+    arg_text(stderr, msg, strlen(msg));
+    fputc('\n', stderr);
     return s == NB_ERR_INVALID_ARG ? CLI_USAGE : CLI_FAIL;
 }
 

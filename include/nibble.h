@@ -49,8 +49,8 @@ void nb_remove_temp_files(void);
 /* ------------------------------------------------------------ CPU and ISA */
 
 /* Kernel sets. The best one the CPU supports is chosen once at first use; the environment
- * variable NIBBLE_ISA=ref|avx2|avx512 forces one (a forced set the CPU lacks falls back to ref
- * and nb_isa_note() says so). */
+ * variable NIBBLE_ISA=ref|avx2|avx512 forces one (a forced set the CPU lacks falls back to the
+ * best set it has, and nb_isa_note() says so). */
 typedef enum nb_isa {
     NB_ISA_REF = 0,    /* portable scalar C: the definition of correct */
     NB_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C */

@@ -180,13 +180,13 @@ TEST(long_prompt_is_refused_before_it_is_echoed) {
     CHECK(!OUT[0], "the prompt was echoed before the refusal (%zu bytes)", strlen(OUT));
 }
 
-/* A GGUF whose name and tokenizer strings hold terminal escape sequences. */
-static void write_hostile(const char *path) {
+/* A GGUF whose strings hold terminal escape sequences. */
+static void write_hostile(const char *path, const char *arch) {
     nb_gguf_writer *w;
     const float data[32] = {1};
     const int64_t ne[1] = {32};
     CHECK(!nb_gguf_writer_create(&w), "writer");
-    nb_gguf_writer_set_string(w, "general.architecture", "gemma3");
+    nb_gguf_writer_set_string(w, "general.architecture", arch);
     nb_gguf_writer_set_string(w, "general.name", "evil\x1b]0;pwned\x07\x1b[31mred");
     nb_gguf_writer_add_tensor(w, "bad\x1b[2Jname", NB_TYPE_F32, 1, ne, data);
     CHECK(!nb_gguf_writer_write(w, path), "write %s: %s", path, nb_last_error());
@@ -196,7 +196,7 @@ static void write_hostile(const char *path) {
 TEST(text_output_escapes_control_bytes) {
     char path[128];
     snprintf(path, sizeof path, "%s/hostile.gguf", DIR);
-    write_hostile(path);
+    write_hostile(path, "gemma3");
     int rc = cli("inspect %s --tensors", path);
     CHECK(rc == 0, "inspect: exit %d %s", rc, ERR);
     CHECK(!strchr(OUT, '\x1b') && !strchr(OUT, '\x07'), "raw control bytes reached the terminal:\n%s", OUT);
@@ -204,6 +204,10 @@ TEST(text_output_escapes_control_bytes) {
           "control bytes should be shown as \\xHH:\n%s", OUT);
     rc = cli("inspect %s --json", path);
     CHECK(rc == 0 && strstr(OUT, "evil\\u001b") && !strchr(OUT, '\x1b'), "--json escapes: %d %s", rc, OUT);
+    /* a library message quoting the file is escaped too */
+    write_hostile(path, "gem\x1b[31mma");
+    rc = cli("run -m %s -p hi", path);
+    CHECK(rc == 1 && strstr(ERR, "gem\\x1B[31mma") && !strchr(ERR, '\x1b'), "refusal of the architecture: %d %s", rc, ERR);
 }
 
 TEST(svg_to_standard_output) {

@@ -61,8 +61,8 @@ static nb_status check_row(const char *what, int id, int64_t n, const nb_type_tr
         return nb_fail(NB_ERR_UNSUPPORTED, "%s: type id %d (%s) is not supported by nibble", what, id,
                        nb_type_name(id));
     if (n < 0 || n % t->info.block_elems)
-        return nb_fail(NB_ERR_INVALID_ARG, "%s %s: %lld elements is not a multiple of the block length %d",
-                       what, t->info.name, (long long)n, t->info.block_elems);
+        return nb_fail(NB_ERR_INVALID_ARG, "%s %s: %lld element%s is not a multiple of the block length %d",
+                       what, t->info.name, (long long)n, nb_plural(n), t->info.block_elems);
     *out = t;
     return NB_OK;
 }

@@ -128,12 +128,12 @@ static nb_status parse_header(cursor *c, nb_gguf *g, uint64_t *n_tensors, uint64
     if ((s = rd_u64(c, "n_kv", n_kv))) return s;
     /* Bound both counts by the bytes after the header before anything is allocated from them. */
     if (*n_tensors > left(c) / MIN_TENSOR_BYTES)
-        return nb_fail(NB_ERR_FORMAT, "gguf: n_tensors at offset 8: %lld tensors need at least %u bytes each, %llu bytes left (limit %llu)",
-                       (long long)*n_tensors, MIN_TENSOR_BYTES, (unsigned long long)left(c),
+        return nb_fail(NB_ERR_FORMAT, "gguf: n_tensors at offset 8: %lld tensor%s need%s at least %u bytes each, %llu bytes left (limit %llu)",
+                       (long long)*n_tensors, nb_plural(*n_tensors), *n_tensors == 1 ? "s" : "", MIN_TENSOR_BYTES, (unsigned long long)left(c),
                        (unsigned long long)(left(c) / MIN_TENSOR_BYTES));
     if (*n_kv > left(c) / MIN_KV_BYTES)
-        return nb_fail(NB_ERR_FORMAT, "gguf: n_kv at offset 16: %lld keys need at least %u bytes each, %llu bytes left (limit %llu)",
-                       (long long)*n_kv, MIN_KV_BYTES, (unsigned long long)left(c),
+        return nb_fail(NB_ERR_FORMAT, "gguf: n_kv at offset 16: %lld key%s need%s at least %u bytes each, %llu bytes left (limit %llu)",
+                       (long long)*n_kv, nb_plural(*n_kv), *n_kv == 1 ? "s" : "", MIN_KV_BYTES, (unsigned long long)left(c),
                        (unsigned long long)(left(c) / MIN_KV_BYTES));
     return NB_OK;
 }

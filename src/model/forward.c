@@ -358,8 +358,8 @@ nb_status nb_ctx_eval(nb_ctx *c, const int32_t *tokens, int n, float *logits, in
     const nb_model_info *in = &c->m->info;
     if (n < 0 || (n > 0 && !tokens)) return nb_fail(NB_ERR_INVALID_ARG, "eval: %d tokens, NULL array", n);
     if (n > c->n_ctx - c->pos)
-        return nb_fail(NB_ERR_RANGE, "eval: %d tokens at position %d exceed the context of %d (use a larger -c)", n,
-                       c->pos, c->n_ctx);
+        return nb_fail(NB_ERR_RANGE, "eval: %d token%s at position %d exceed the context of %d (use a larger -c)", n,
+                       nb_plural(n), c->pos, c->n_ctx);
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= in->n_vocab)
             return nb_fail(NB_ERR_RANGE, "eval: token %d at index %d is outside the vocabulary [0, %d)", tokens[i], i,

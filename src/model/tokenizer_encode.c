@@ -283,6 +283,6 @@ nb_status nb_tokenize(const nb_tokenizer *t, const char *text, size_t len, int a
     free(w.fa), free(w.fb), free(w.esc), free(w.syms), free(w.heap), free(w.ranks), free(w.seen);
     if (s) return s;
     *n_out = o.n;
-    if (o.n > cap) return nb_fail(NB_ERR_RANGE, "nb_tokenize: %zu tokens, buffer holds %zu", o.n, cap);
+    if (o.n > cap) return nb_fail(NB_ERR_RANGE, "nb_tokenize: %zu token%s, buffer holds %zu", o.n, nb_plural((long long)o.n), cap);
     return NB_OK;
 }

@@ -165,12 +165,13 @@ nb_status nb_lprob_open(const char *path, nb_lprob_file **out) {
         !nb_mul_u64(recs, rec_bytes, &rec_total) || !nb_add_u64(NB_LPROB_HEADER_BYTES, tok_bytes, &size) ||
         !nb_add_u64(size, rec_total, &size)) {
         fclose(f);
-        return nb_fail(NB_ERR_OVERFLOW, "logprobs: '%s': size of %d windows of %d overflows", path, h.n_chunks, h.n_ctx);
+        return nb_fail(NB_ERR_OVERFLOW, "logprobs: '%s': size of %d window%s of %d overflows", path, h.n_chunks,
+                           nb_plural(h.n_chunks), h.n_ctx);
     }
     if ((uint64_t)st.st_size != size) {
         fclose(f);
-        return nb_fail(NB_ERR_FORMAT, "logprobs: '%s' is %lld bytes; its header (%d windows of %d, K=%d) says %llu",
-                       path, (long long)st.st_size, h.n_chunks, h.n_ctx, h.top_k, (unsigned long long)size);
+        return nb_fail(NB_ERR_FORMAT, "logprobs: '%s' is %lld bytes; its header (%d window%s of %d, K=%d) says %llu",
+                       path, (long long)st.st_size, h.n_chunks, nb_plural(h.n_chunks), h.n_ctx, h.top_k, (unsigned long long)size);
     }
     nb_lprob_file *rd;
     if ((s = alloc_file(&h, &rd))) {
@@ -202,7 +203,8 @@ nb_status nb_lprob_read(nb_lprob_file *rd, nb_lprob_record *r) {
     const nb_lprob_header *h = &rd->h;
     const int64_t i = rd->next;
     if (i >= total_records(h))
-        return nb_fail(NB_ERR_RANGE, "logprobs: '%s' has only %lld records", rd->path, (long long)total_records(h));
+        return nb_fail(NB_ERR_RANGE, "logprobs: '%s' has only %lld record%s", rd->path, (long long)total_records(h),
+                      nb_plural((long long)total_records(h)));
     if (fread(rd->buf, 1, rd->rec_bytes, rd->f) != rd->rec_bytes)
         return nb_fail(NB_ERR_IO, "logprobs: reading record %lld of '%s'", (long long)i, rd->path);
     const int64_t chunk = i / nb_lprob_scored(h), pos = h->first + i % nb_lprob_scored(h);
