@@ -1,7 +1,8 @@
 /*
  * nibble.c: the command-line entry point; dispatches to one file per subcommand. SIGINT and
  * SIGTERM remove the temporary file of an output being written and exit 130 / 143 (`run`
- * catches the first SIGINT itself to stop generation and print its statistics).
+ * catches the first SIGINT itself to stop generation and print its statistics); a signal the
+ * parent process left ignored stays ignored.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -44,13 +45,20 @@ static void on_signal(int sig) {
     _exit(128 + sig);
 }
 
-int main(int argc, char **argv) {
-    struct sigaction sa;
+/* Installs handler for sig unless the parent left sig ignored (a shell's background job, nohup):
+ * that choice is kept, as every Unix program keeps it. */
+void cli_catch(int sig, void (*handler)(int)) {
+    struct sigaction sa, old;
+    if (sigaction(sig, NULL, &old) || old.sa_handler == SIG_IGN) return;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
+    sa.sa_handler = handler; /* no SA_RESTART: an interrupted read returns (run --chat's prompt) */
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    sigaction(sig, &sa, NULL);
+}
+
+int main(int argc, char **argv) {
+    cli_catch(SIGINT, on_signal);
+    cli_catch(SIGTERM, on_signal);
     if (argc < 2) {
         usage(stderr);
         return 2;

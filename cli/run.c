@@ -355,11 +355,7 @@ int cmd_run(int argc, char **argv) {
         goto out;
     }
     const double t_load = arg_now() - t0;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at the chat prompt ends the read */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
+    cli_catch(SIGINT, on_sigint); /* Ctrl-C at the chat prompt ends the read */
     if (o.chat) {
         rc = chat(&r, &o);
     } else {
