@@ -301,8 +301,8 @@ static int bench_roofline(int argc, char **argv) {
         nb_model_free(m);
         return 1;
     }
-    printf("kernel set: %s; %s, %d decode steps after BOS, %d rounds per thread count\n", nb_isa_name(nb_isa_active()),
-           path, n_gen, reps);
+    printf("kernel set: %s; %s, %d decode step%s after BOS, %d round%s per thread count\n",
+           nb_isa_name(nb_isa_active()), path, n_gen, nb_plural(n_gen), reps, nb_plural(reps));
     const double huge = nb_gguf_huge_share(nb_model_gguf(m));
     if (huge >= 0) printf("weights mapped in 2 MiB pages: %.0f %%\n\n", 100 * huge);
     else printf("weights mapped in 2 MiB pages: unknown\n\n");

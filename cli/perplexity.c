@@ -208,8 +208,8 @@ int cmd_perplexity(int argc, char **argv) {
     }
     const int threads = o.n_threads > 0 ? o.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (o.file)
-        fprintf(stderr, "perplexity: %s: %zu token%s, window %d, %d threads, %s KV cache\n", o.file, n_ids, nb_plural((long long)n_ids),
-                pp.n_ctx, threads, o.kv_f32 ? "f32" : "f16");
+        fprintf(stderr, "perplexity: %s: %zu token%s, window %d, %d thread%s, %s KV cache\n", o.file, n_ids,
+                nb_plural((long long)n_ids), pp.n_ctx, threads, nb_plural(threads), o.kv_f32 ? "f32" : "f16");
     progress pr = {arg_now(), arg_now(), isatty(2), 0};
     pp.progress = on_window;
     pp.user = &pr;

@@ -262,7 +262,7 @@ static long read_line(char *buf) {
         if (n == CHAT_MAX_LINE) return -2; /* not drained: the input may never end (/dev/zero) */
         buf[n++] = (char)c;
     }
-    if (c == EOF && !n) return -1;
+    if (interrupted || (c == EOF && !n)) return -1; /* Ctrl-C drops a half-typed line */
     while (n > 0 && buf[n - 1] == '\r') n--;
     buf[n] = '\0';
     return n;
@@ -372,10 +372,10 @@ int cmd_run(int argc, char **argv) {
     }
     if (interrupted && !rc) rc = 128 + SIGINT;
     fflush(stdout);
-    fprintf(stderr, "\n%s: %d layers, %d threads, %s KV cache, context %d, seed %llu\n",
-            arg_safe(0, in->name[0] ? in->name : in->arch), in->n_layer,
-            cp.n_threads > 0 ? cp.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN), o.kv_f32 ? "f32" : "f16", cp.n_ctx,
-            (unsigned long long)o.sp.seed);
+    const int threads = cp.n_threads > 0 ? cp.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    fprintf(stderr, "\n%s: %d layers, %d thread%s, %s KV cache, context %d, seed %llu\n",
+            arg_safe(0, in->name[0] ? in->name : in->arch), in->n_layer, threads, nb_plural(threads),
+            o.kv_f32 ? "f32" : "f16", cp.n_ctx, (unsigned long long)o.sp.seed);
     fprintf(stderr, "load:          %8.1f ms\n", 1e3 * t_load);
     fprintf(stderr, "prompt:        %8ld tokens  %8.2f tokens/s\n", r.n_prompt, r.t_prompt > 0 ? r.n_prompt / r.t_prompt : 0);
     fprintf(stderr, "first token:   %8.1f ms\n", 1e3 * r.t_first);

@@ -36,21 +36,34 @@ static void slurp(const char *path, char *buf, size_t cap) {
     if (f) fclose(f);
 }
 
-/* Runs `nibble ARGS` through sh with no standard input unless ARGS redirects it; stdout and
- * stderr land in OUT and ERR. Returns the exit status (-1 when it did not exit normally). */
+/* The shell line that runs `nibble ARGS` inside TMPD, standard input empty unless ARGS redirects
+ * it, stdout and stderr into TMPD/stdout and TMPD/stderr. */
+static void shell_line(char *cmd, size_t cap, const char *fmt, va_list ap) {
+    char args[2048];
+    vsnprintf(args, sizeof args, fmt, ap);
+    snprintf(cmd, cap, "cd %s && exec %s </dev/null %s >stdout 2>stderr", TMPD, BIN, args);
+}
+
+/* TMPD/stdout and TMPD/stderr into OUT and ERR. */
+static void collect(void) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/stdout", TMPD);
+    slurp(path, OUT, sizeof OUT);
+    snprintf(path, sizeof path, "%s/stderr", TMPD);
+    slurp(path, ERR, sizeof ERR);
+}
+
+/* Runs `nibble ARGS` (shell_line); OUT and ERR get what it printed. Returns the exit status (-1
+ * when it did not exit normally). */
 static int cli(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int cli(const char *fmt, ...) {
-    char args[2048], cmd[8192], o[128], e[128];
+    char cmd[8192];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
+    shell_line(cmd, sizeof cmd, fmt, ap);
     va_end(ap);
-    snprintf(o, sizeof o, "%s/stdout", TMPD);
-    snprintf(e, sizeof e, "%s/stderr", TMPD);
-    snprintf(cmd, sizeof cmd, "cd %s && %s </dev/null %s >%s 2>%s", TMPD, BIN, args, o, e);
     int st = system(cmd);
-    slurp(o, OUT, sizeof OUT);
-    slurp(e, ERR, sizeof ERR);
+    collect();
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -177,6 +190,7 @@ TEST(llama_cpp_spellings) {
                  "--top-k 20 --top-p 0.9 --min-p 0.1 --repeat-penalty 1.1 --batch-size 16 -ngl 99",
                  MODEL);
     CHECK(rc == 0, "long spellings: exit %d %s", rc, ERR);
+    CHECK(strstr(ERR, ", 1 thread,"), "the statistics should say '1 thread': %s", ERR);
     CHECK(strstr(ERR, "-ngl 99 ignored") && count(ERR, "-ngl") == 1, "-ngl should get one notice: %s", ERR);
     snprintf(a, sizeof a, "%s", OUT);
     rc = cli("run -m %s -p 'The robot' -n 6 -c 64 -t 1 -s 3 --temp 0.7 --top-k 20 --top-p 0.9 --min-p 0.1 "
@@ -230,6 +244,23 @@ TEST(text_output_escapes_control_bytes) {
     CHECK(rc == 1 && strstr(ERR, "gem\\x1B[31mma") && !strchr(ERR, '\x1b'), "refusal of the architecture: %d %s", rc, ERR);
 }
 
+TEST(quantized_inputs_are_named_as_such) {
+    if (!have_model()) SKIP("model %s absent", MODEL);
+    int rc = cli("explain compare %s blk.0.ffn_down.weight --rows 4", MODEL);
+    CHECK(rc == 0 && strstr(ERR, "is q6_K in the file: the baseline is its decoded values"),
+          "compare on a quantized tensor: exit %d %s", rc, ERR);
+    rc = cli("explain compare %s blk.0.attn_norm.weight", MODEL);
+    CHECK(rc == 0 && !strstr(ERR, "baseline"), "compare on an F32 tensor noted a baseline: %s", ERR);
+    char lp[128];
+    snprintf(lp, sizeof lp, "%s/f12.lp", TMPD);
+    FILE *f = fopen(lp, "w");
+    fputs("garbage", f);
+    fclose(f);
+    rc = cli("perplexity -m %s --kld %s", MODEL, lp);
+    CHECK(rc == 1 && count(ERR, "f12.lp") == 1 && !strstr(ERR, "input/output error"),
+          "a bad --kld file: exit %d, its name should appear once: %s", rc, ERR);
+}
+
 TEST(svg_to_standard_output) {
     int rc = cli("explain e2m1 0101 --svg -");
     CHECK(rc == 0 && strstr(OUT, "<svg") && strstr(OUT, "</svg>"), "--svg -: exit %d %s", rc, ERR);
@@ -276,22 +307,20 @@ TEST(quantize_output_is_never_clobbered) {
     CHECK(leftovers(".tmp.") == 0, "temporary files left behind");
 }
 
-/* Runs `nibble ARGS` (stdout and stderr into TMPD, then OUT and ERR) with SIGINT and SIGTERM at their
- * defaults, as a terminal's foreground job has them; once TMPD holds a file starting with `wait`
- * (at most 60 s), and `settle_ms` later, sends sig. Returns the exit status, 128 + the signal
- * when it killed the process, -1 when the wait ran out. */
+/* Runs `nibble ARGS` (shell_line) with SIGINT and SIGTERM at their defaults, as a terminal's
+ * foreground job has them; once TMPD holds a file starting with `wait` (at most 60 s), and
+ * `settle_ms` later, sends sig. Returns the exit status, 128 + the signal when it killed the
+ * process, -1 when the wait ran out; OUT and ERR get what it printed. */
 static int interrupt_when(const char *wait, int settle_ms, int sig, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int interrupt_when(const char *wait, int settle_ms, int sig, const char *fmt, ...) {
-    char args[2048], cmd[8192], o[128], e[128];
+    char cmd[8192], out[128];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
+    shell_line(cmd, sizeof cmd, fmt, ap);
     va_end(ap);
-    snprintf(o, sizeof o, "%s/stdout", TMPD);
-    snprintf(e, sizeof e, "%s/stderr", TMPD);
-    snprintf(cmd, sizeof cmd, "cd %s && exec %s %s </dev/null >%s 2>%s", TMPD, BIN, args, o, e);
-    unlink(o);
+    snprintf(out, sizeof out, "%s/stdout", TMPD);
+    unlink(out);
     pid_t pid = fork();
     if (pid == 0) {
         signal(SIGINT, SIG_DFL);
@@ -305,8 +334,7 @@ static int interrupt_when(const char *wait, int settle_ms, int sig, const char *
     kill(pid, sig);
     int st = 0;
     waitpid(pid, &st, 0);
-    slurp(o, OUT, sizeof OUT);
-    slurp(e, ERR, sizeof ERR);
+    collect();
     if (i > 6000) return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
@@ -399,6 +427,7 @@ int main(int argc, char **argv) {
     RUN(llama_cpp_spellings);
     RUN(long_prompt_is_refused_before_it_is_echoed);
     RUN(text_output_escapes_control_bytes);
+    RUN(quantized_inputs_are_named_as_such);
     RUN(svg_to_standard_output);
     RUN(quantize_output_is_never_clobbered);
     RUN(interrupted_writes_leave_no_temporary_file);
