@@ -1,8 +1,8 @@
 #include "cli/args.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,18 +52,19 @@ int arg_status(nb_status s) {
     return s == NB_ERR_INVALID_ARG ? CLI_USAGE : CLI_FAIL;
 }
 
-/* Whether `name` is one of the '|'-separated spellings. */
-static int spelled(const char *names, const char *name) {
-    const size_t n = strlen(name);
-    for (const char *p = names; *p;) {
-        const char *bar = strchr(p, '|');
-        const size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == n && !memcmp(p, name, n)) return 1;
-        if (!bar) break;
-        p = bar + 1;
+/* The index of word in a '|'-separated list ("md|json"), or -1. */
+static int list_index(const char *list, const char *word, int nocase) {
+    const size_t n = strlen(word);
+    for (int k = 0;; k++) {
+        const char *bar = strchr(list, '|');
+        const size_t len = bar ? (size_t)(bar - list) : strlen(list);
+        if (len == n && !(nocase ? strncasecmp(list, word, n) : memcmp(list, word, n))) return k;
+        if (!bar) return -1;
+        list = bar + 1;
     }
-    return 0;
 }
+
+static int spelled(const char *names, const char *name) { return list_index(names, name, 0) >= 0; }
 
 int arg_given(const arg_spec *s, const char *name) {
     for (int i = 0; i < s->n_opts; i++)
@@ -114,16 +115,10 @@ static int take(const arg_spec *s, const arg_opt *o, const char *flag, const cha
         return 0;
     }
     case ARG_CHOICE: {
-        int k = 0;
-        for (const char *p = o->choices;; k++) {
-            const char *bar = strchr(p, '|');
-            const size_t len = bar ? (size_t)(bar - p) : strlen(p);
-            if (strlen(v) == len && !strncasecmp(p, v, len)) {
-                *(int *)o->out = k;
-                return 1;
-            }
-            if (!bar) break;
-            p = bar + 1;
+        const int k = list_index(o->choices, v, 1);
+        if (k >= 0) {
+            *(int *)o->out = k;
+            return 1;
         }
         arg_usage_error(s, "%s '%s': expected one of %s", flag, v, o->choices);
         return 0;

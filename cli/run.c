@@ -7,7 +7,6 @@
  * Ctrl-C exits at once. In --chat a full context drops the oldest turns (the system text stays)
  * and the conversation goes on.
  */
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,12 +218,13 @@ static char *chat_text(const chat_turn *turns, int from, int n, const char *syst
 
 /* Feeds turn n-1 (the user's new line) and generates its reply. When it does not fit in what is
  * left of the context with room for a reply, the context is rebuilt from the system text and the
- * most recent turns that fit. Returns 0 (a turn that cannot fit even alone is reported and
- * skipped), or 1 on a runtime failure. */
-static int chat_turn_run(run_state *r, const run_opts *o, chat_turn *turns, int n) {
+ * most recent turns that fit; *first (the oldest turn still in the conversation) moves past the
+ * dropped ones. Returns 0 (a turn that cannot fit even alone is reported and skipped), or the exit
+ * code of a runtime failure. */
+static int chat_turn_run(run_state *r, const run_opts *o, chat_turn *turns, int n, int *first) {
     const int n_ctx = nb_ctx_n_ctx(r->ctx);
     const int reserve = o->n_predict < n_ctx / 4 ? o->n_predict : n_ctx / 4;
-    int fresh = nb_ctx_pos(r->ctx) == 0, from = fresh ? 0 : n - 1;
+    int fresh = nb_ctx_pos(r->ctx) == 0, from = fresh ? *first : n - 1;
     size_t n_ids;
     for (;;) {
         char *text = chat_text(turns, from, n, o->system, fresh);
@@ -243,12 +243,16 @@ static int chat_turn_run(run_state *r, const run_opts *o, chat_turn *turns, int 
         if (!fresh) {
             nb_ctx_reset(r->ctx);
             fresh = 1;
-            from = 0;
+            from = *first;
         } else from++;
     }
-    if (fresh && from > 0)
-        fprintf(stderr, "nibble run: the context was full: the %d oldest turn%s left it%s\n", from, nb_plural(from),
-                o->system ? " (the system text stays)" : "");
+    if (fresh && from > *first)
+        fprintf(stderr, "nibble run: the context was full: the %d oldest turn%s left it%s\n", from - *first,
+                nb_plural(from - *first), o->system ? " (the system text stays)" : "");
+    for (; fresh && *first < from; ++*first) { /* gone for good: the conversation goes on without them */
+        free(turns[*first].user), free(turns[*first].reply);
+        turns[*first] = (chat_turn){0};
+    }
     r->reply_to = &turns[n - 1];
     return generate(r, o, n_ids);
 }
@@ -271,7 +275,7 @@ static long read_line(char *buf) {
 static int chat(run_state *r, const run_opts *o) {
     char *line = malloc(CHAT_MAX_LINE + 1);
     chat_turn *turns = NULL;
-    int n = 0, cap = 0, rc = 0;
+    int n = 0, cap = 0, first = 0, rc = 0;
     const int tty = isatty(0);
     if (!line) return arg_error("out of memory for the input line");
     while (!rc) {
@@ -298,7 +302,7 @@ static int chat(run_state *r, const run_opts *o) {
             break;
         }
         n++;
-        rc = chat_turn_run(r, o, turns, n);
+        rc = chat_turn_run(r, o, turns, n, &first);
         if (!turns[n - 1].user) n--; /* skipped: too long for the context */
         putchar('\n');
     }
@@ -380,8 +384,8 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "prompt:        %8ld tokens  %8.2f tokens/s\n", r.n_prompt, r.t_prompt > 0 ? r.n_prompt / r.t_prompt : 0);
     fprintf(stderr, "first token:   %8.1f ms\n", 1e3 * r.t_first);
     fprintf(stderr, "generation:    %8ld tokens  %8.2f tokens/s\n", r.n_gen, r.t_gen > 0 ? r.n_gen / r.t_gen : 0);
-    fprintf(stderr, "peak memory:   %8.1f MiB resident; the context reserves %.1f MiB (KV cache + activations,\n"
-                    "               resident as positions fill)\n",
+    /* reserved, not resident: the context's pages are touched as positions fill */
+    fprintf(stderr, "peak memory:   %8.1f MiB resident; %.1f MiB reserved for the context (KV cache + activations)\n",
             arg_peak_rss() / 1048576.0, nb_ctx_memory(r.ctx) / 1048576.0);
     if (interrupted) fprintf(stderr, "nibble run: interrupted\n");
 out:
