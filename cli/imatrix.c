@@ -46,6 +46,8 @@ int cmd_imatrix(int argc, char **argv) {
     if (!model) return arg_usage_error(&spec, "-m MODEL is required");
     if (!file) return arg_usage_error(&spec, "-f TEXT is required: the text the statistics are collected over");
     if (!out) return arg_usage_error(&spec, "-o FILE is required: where the statistics go");
+    nb_status s = nb_output_check(out, "imatrix"); /* refused now, not after the evaluation */
+    if (s) return arg_status(s);
     size_t len = 0;
     char *text = arg_read_file(file, &len);
     if (!text) return 1;
@@ -55,7 +57,7 @@ int cmd_imatrix(int argc, char **argv) {
     int32_t *ids = NULL;
     float *logits = NULL;
     rc = 1;
-    nb_status s = nb_model_load(model, &m);
+    s = nb_model_load(model, &m);
     if (s) {
         rc = arg_status(s);
         goto done;

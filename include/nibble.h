@@ -46,6 +46,11 @@ const char *nb_last_error(void);
  * the extra temporary files are not removed. */
 void nb_remove_temp_files(void);
 
+/* Whether `path` may be written as an output, by the rules every writer applies (absent, a regular
+ * file, or a symbolic link to one; "-" refused): NB_OK, or NB_ERR_INVALID_ARG / NB_ERR_IO with a
+ * message prefixed by `what` ("imatrix"). Lets a long job refuse its output before the work. */
+nb_status nb_output_check(const char *path, const char *what);
+
 /* ------------------------------------------------------------ CPU and ISA */
 
 /* Kernel sets. The best one the CPU supports is chosen once at first use; the environment

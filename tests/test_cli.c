@@ -289,11 +289,18 @@ TEST(quantize_output_is_never_clobbered) {
     } else {
         printf("note: mknod not permitted here; the character-device case is covered by test_files\n");
     }
+    /* imatrix refuses its output before it evaluates anything (an empty text would fail later) */
+    char empty[128];
+    snprintf(empty, sizeof empty, "%s/empty.txt", TMPD);
+    FILE *f = fopen(empty, "w");
+    fclose(f);
+    rc = cli("imatrix -m %s -f %s -o %s", MODEL, empty, fifo);
+    CHECK(rc == 2 && strstr(ERR, "FIFO") && !strstr(ERR, "token"), "imatrix -o FIFO: exit %d %s", rc, ERR);
     rc = cli("quantize %s - q4_0", MODEL);
     CHECK(rc == 2 && strstr(ERR, "standard output"), "'-' for a GGUF: exit %d %s", rc, ERR);
     snprintf(target, sizeof target, "%s/target.gguf", TMPD);
     snprintf(link, sizeof link, "%s/link.gguf", TMPD);
-    FILE *f = fopen(target, "w");
+    f = fopen(target, "w");
     fputs("old", f);
     fclose(f);
     CHECK(symlink("target.gguf", link) == 0, "symlink");

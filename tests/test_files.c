@@ -80,6 +80,24 @@ static void check_refused(const char *dir, const char *path, const char *kind) {
     CHECK(a.f == NULL && a.tmp == NULL && a.path == NULL, "%s: refused open left state behind", path);
     CHECK(count_temps(dir) == 0, "%s: a temporary file was created", path);
     nb_atomic_abort(&a); /* harmless on a refused one */
+    /* the check a long job runs first says the same */
+    char said[1024];
+    snprintf(said, sizeof said, "%s", nb_last_error());
+    CHECK(nb_output_check(path, "test") == s && !strcmp(nb_last_error(), said), "nb_output_check on %s: %s", path,
+          nb_last_error());
+}
+
+TEST(output_check_accepts) {
+    char d[128], p[192];
+    dir_for("check", d, sizeof d);
+    snprintf(p, sizeof p, "%s/new.gguf", d);
+    CHECK(nb_output_check(p, "test") == NB_OK && access(p, F_OK) != 0, "an absent file: %s", nb_last_error());
+    put_file(p, "old");
+    CHECK(nb_output_check(p, "test") == NB_OK && !strcmp(slurp(p), "old"), "a regular file: %s", nb_last_error());
+    CHECK(nb_output_check("-", "test") == NB_ERR_INVALID_ARG && strstr(nb_last_error(), "standard output"), "'-'");
+    snprintf(p, sizeof p, "%s/no/such/dir.gguf", d);
+    CHECK(nb_output_check(p, "test") == NB_ERR_IO, "a missing directory: %s", nb_last_error());
+    CHECK(count_temps(d) == 0, "a check created a file");
 }
 
 TEST(new_file) {
@@ -376,6 +394,7 @@ int main(void) {
     }
     if (chdir(root) != 0) return 1; /* a stray relative name lands here, not in the tree */
     RUN(new_file);
+    RUN(output_check_accepts);
     RUN(replace_regular);
     RUN(missing_directory);
     RUN(fifo_refused);

@@ -178,22 +178,36 @@ nb_status nb_atomic_open(nb_atomic_file *a, const char *path, const char *what) 
     return nb_atomic_open_ex(a, path, what, 0);
 }
 
+/* An empty path, or "-" where standard output is not allowed. */
+static nb_status refuse_name(const char *path, const char *what, unsigned flags) {
+    if (!path || !*path) return nb_fail(NB_ERR_INVALID_ARG, "%s: empty output path", what);
+    if (!strcmp(path, "-") && !(flags & NB_ATOMIC_ALLOW_STDOUT))
+        return nb_fail(NB_ERR_INVALID_ARG,
+                       "%s: '-' (standard output) is not supported for this output; write './-' for a file of "
+                       "that name",
+                       what);
+    return NB_OK;
+}
+
+nb_status nb_output_check(const char *path, const char *what) {
+    nb_status s = refuse_name(path, what, 0);
+    char *target = NULL;
+    if (!s) s = resolve_target(path, what, &target);
+    free(target);
+    return s;
+}
+
 nb_status nb_atomic_open_ex(nb_atomic_file *a, const char *path, const char *what, unsigned flags) {
     memset(a, 0, sizeof *a);
-    if (!path || !*path) return nb_fail(NB_ERR_INVALID_ARG, "%s: empty output path", what);
+    nb_status s = refuse_name(path, what, flags);
+    if (s) return s;
     if (!strcmp(path, "-")) {
-        if (!(flags & NB_ATOMIC_ALLOW_STDOUT))
-            return nb_fail(NB_ERR_INVALID_ARG,
-                           "%s: '-' (standard output) is not supported for this output; write './-' for a file "
-                           "of that name",
-                           what);
         if (!(a->path = strdup(path))) return nb_fail(NB_ERR_NOMEM, "%s: names for '%s'", what, path);
         a->f = stdout;
         a->to_stdout = 1;
         return NB_OK;
     }
-    nb_status s = resolve_target(path, what, &a->path);
-    if (s) return s;
+    if ((s = resolve_target(path, what, &a->path))) return s;
     size_t n = strlen(a->path);
     if (!(a->tmp = malloc(n + sizeof ".tmp.XXXXXX"))) {
         release(a);

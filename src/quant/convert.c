@@ -331,7 +331,8 @@ static nb_status add_scale_tensor(nb_gguf_writer *w, const char *name, const flo
 static nb_status quantize_open(const nb_gguf *g, const char *out, const nb_quant_params *p, nb_pool *pool) {
     nb_qplan *plan = NULL;
     int ftype = -1;
-    nb_status s = nb_quant_plan(g, p, &plan, &ftype);
+    nb_status s = nb_output_check(out, "gguf writer"); /* before the work, not after it */
+    if (!s) s = nb_quant_plan(g, p, &plan, &ftype);
     if (s) return s;
     const int64_t n = nb_gguf_tensor_count(g);
     uint64_t *off = calloc(n ? (size_t)n : 1, sizeof *off), *bytes = calloc(n ? (size_t)n : 1, sizeof *bytes);
