@@ -201,9 +201,6 @@ static int bench_kernels(int argc, char **argv) {
     arg_spec spec = ARG_SPEC("bench kernels", USAGE_KERNELS, opts, NULL, 0);
     int rc = arg_parse(&spec, argc - 1, argv + 1);
     if (rc >= 0) return rc;
-    static const int types[] = {NB_TYPE_Q4_K, NB_TYPE_Q5_K, NB_TYPE_Q5_0, NB_TYPE_Q6_K, NB_TYPE_Q8_0, NB_TYPE_MXFP4,
-                                NB_TYPE_NVFP4, NB_TYPE_Q4_0, NB_TYPE_F16, NB_TYPE_BF16, NB_TYPE_F32};
-    const int ntypes = (int)(sizeof types / sizeof types[0]);
     if (json) printf("{\"isa\": \"%s\", \"results\": [", nb_isa_name(nb_isa_active()));
     else {
         printf("kernel set: %s (%s)\n\n", nb_isa_name(nb_isa_active()), nb_isa_note());
@@ -217,10 +214,12 @@ static int bench_kernels(int argc, char **argv) {
         if (s) return arg_status(s);
         stat st = stream_gbs(pool, reps);
         if (!json) printf("| stream read | %d | %.1f ± %.1f | 100 | | | 1 GiB sum |\n", threads.v[ti], st.med, st.spread);
-        for (int k = 0; k < ntypes; k++) {
+        const nb_type_info *t;
+        for (int k = 0; (t = nb_type_at(k)); k++) {
+            if (!t->weight_type) continue;
             row r = {.threads = threads.v[ti], .stream = st.med};
-            if (!bench_type(pool, types[k], reps, &r)) {
-                arg_error("out of memory for %s", nb_type_name(types[k]));
+            if (!bench_type(pool, t->id, reps, &r)) {
+                arg_error("out of memory for %s", t->name);
                 nb_pool_destroy(pool);
                 return 1;
             }

@@ -26,14 +26,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-int ex_type_find(const char *name) {
-    static const int ids[] = {NB_TYPE_F32,  NB_TYPE_F16,  NB_TYPE_BF16, NB_TYPE_Q4_0,  NB_TYPE_Q5_0, NB_TYPE_Q8_0,
-                              NB_TYPE_Q4_K, NB_TYPE_Q5_K, NB_TYPE_Q6_K, NB_TYPE_MXFP4, NB_TYPE_NVFP4};
-    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
-        if (!strcasecmp(name, nb_type_name(ids[i]))) return ids[i];
-    return -1;
-}
-
 void ex_json_str(FILE *f, const char *s) { arg_json_str(f, s, strlen(s)); }
 
 void ex_json_num(FILE *f, double v) {
@@ -188,7 +180,7 @@ int cmd_explain(int argc, char **argv) {
     if (!strcmp(what, "dot")) return explain_dot(argc - 1, argv + 1);
     if (!strcmp(what, "compare")) return explain_compare(argc - 1, argv + 1);
     if (!strcasecmp(what, "bits") || nb_code_find(what) >= 0) return explain_codes(argc - 1, argv + 1);
-    if (ex_type_find(what) >= 0) return explain_block(argc - 1, argv + 1);
+    if (nb_type_from_name(what) >= 0) return explain_block(argc - 1, argv + 1);
     size_t len = strlen(what);
     struct stat st;
     if ((len > 5 && !strcmp(what + len - 5, ".gguf")) || !stat(what, &st)) return explain_block(argc - 1, argv + 1);

@@ -17,9 +17,6 @@ int explain_block(int argc, char **argv);   /* explain q4_k --fixture article / 
 int explain_dot(int argc, char **argv);     /* explain dot --format F --scale S -w .. -x .. */
 int explain_compare(int argc, char **argv); /* explain compare MODEL.gguf TENSOR */
 
-/* Block type by name as ggml prints it, case-insensitive ("q4_k" = "q4_K"), or -1. */
-int ex_type_find(const char *name);
-
 /* JSON pieces: a string (escaped; bytes below 0x20 as \u00XX) and a number (null when not finite). */
 void ex_json_str(FILE *f, const char *s);
 void ex_json_num(FILE *f, double v);

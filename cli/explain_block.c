@@ -14,28 +14,10 @@
 #include "base/checked.h"
 #include "cli/args.h"
 #include "cli/explain.h"
+#include "formats/types.h"
 
-/* The byte layout of a block, one line. */
-static const char *layout(int type) {
-    switch (type) {
-    case NB_TYPE_F32: return "one element: fp32 [0,4)";
-    case NB_TYPE_F16: return "one element: fp16 [0,2)";
-    case NB_TYPE_BF16: return "one element: bf16 [0,2)";
-    case NB_TYPE_Q4_0: return "d fp16 [0,2) | qs 16 B [2,18): byte j = element j (low nibble), j+16 (high)";
-    case NB_TYPE_Q5_0: return "d fp16 [0,2) | qh u32 [2,6): bit j = fifth bit of element j | qs 16 B [6,22) as q4_0";
-    case NB_TYPE_Q8_0: return "d fp16 [0,2) | qs int8 x 32 [2,34): byte j = element j";
-    case NB_TYPE_Q4_K:
-        return "d fp16 [0,2) | dmin fp16 [2,4) | scales 12 B [4,16) | qs 128 B [16,144): qs[32c+l] = lanes 64c+l "
-               "(low), 64c+32+l (high)";
-    case NB_TYPE_Q5_K:
-        return "d fp16 [0,2) | dmin fp16 [2,4) | scales 12 B [4,16) | qh 32 B [16,48) | qs 128 B [48,176) as q4_K";
-    case NB_TYPE_Q6_K:
-        return "ql 128 B [0,128) | qh 64 B [128,192) | scales int8 x 16 [192,208) | d fp16 [208,210)";
-    case NB_TYPE_MXFP4: return "e E8M0 [0,1) | qs 16 B [1,17): byte j = element j (low nibble), j+16 (high)";
-    case NB_TYPE_NVFP4: return "d UE4M3 x 4 [0,4) | qs 32 B [4,36): byte 8s+j = element 16s+j (low), 16s+j+8 (high)";
-    default: return "";
-    }
-}
+/* The byte layout of a block, one line (the type table's). */
+static const char *layout(int type) { return nb_type_traits_get(type)->layout; }
 
 /* How payload byte p reaches its lanes, with the numbers filled in. */
 static void lane_rule(const nb_block_trace *bt, int p, char *s, size_t cap) {
@@ -367,7 +349,7 @@ int explain_block(int argc, char **argv) {
     source src = {0};
     src.tscale = 1.0f;
     const char *svg = NULL, *fixture = NULL, *value_text = NULL, *pos[2] = {0};
-    int json = 0, byte = -1, lane = -1, value = -1, col = -1, row = 0, block = 0, type = ex_type_find(argv[0]);
+    int json = 0, byte = -1, lane = -1, value = -1, col = -1, row = 0, block = 0, type = nb_type_from_name(argv[0]);
     arg_opt opts[] = {
         OPT_FLAG("--json", &json),         OPT_STR("--svg", &svg),
         OPT_STR("--fixture", &fixture),    OPT_INT("--col", &col, 0, INT_MAX),

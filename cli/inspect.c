@@ -14,6 +14,7 @@
 #include "base/checked.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "formats/types.h"
 #include "nibble.h"
 
 #define MAX_TYPE 256 /* type ids the reader lists stay far below this */
@@ -27,17 +28,6 @@ static const char *const hparams[] = {
 };
 #define N_HPARAMS (int)(sizeof hparams / sizeof hparams[0])
 
-/* llama.cpp's general.file_type values (llama.h, enum llama_ftype). */
-static const char *ftype_name(uint32_t ft) {
-    static const char *const names[] = {
-        "F32", "F16", "Q4_0", "Q4_1", NULL, NULL, NULL, "Q8_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K_S", "Q3_K_M",
-        "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ2_XXS", "IQ2_XS", "Q2_K_S", "IQ3_XS",
-        "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ3_M", "IQ2_S", "IQ2_M", "IQ4_XS", "IQ1_M", "BF16", NULL, NULL,
-        NULL, "TQ1_0", "TQ2_0", "MXFP4_MOE", "NVFP4",
-    };
-    return ft < sizeof names / sizeof names[0] && names[ft] ? names[ft] : "unknown";
-}
-
 /* Which kernel a weight type runs on here. One place to change when the kernels say more. */
 static const char *kernel_path(int type) {
     const char *k = nb_matmul_kernel_name(type, NB_ROUTE_QUANT);
@@ -45,15 +35,15 @@ static const char *kernel_path(int type) {
 }
 
 /* The type llama.cpp's K-quant recipes wanted when they wrote `type` instead because the row length
- * is not a multiple of 256 (llama-quant.cpp fallbacks), or -1 when `type` is no such fallback. */
+ * is not a multiple of 256, or -1 when `type` is no such fallback. */
 static int fallback_from(int type) {
-    switch (type) {
-    case NB_TYPE_Q5_0: return NB_TYPE_Q4_K;
-    case 7: return NB_TYPE_Q5_K; /* q5_1 */
-    case NB_TYPE_Q8_0: return NB_TYPE_Q6_K;
-    case NB_TYPE_Q4_0: case 20: return 10; /* q4_0 / iq4_nl stand in for q2_K and q3_K */
-    }
-    return -1;
+    const nb_type_traits *t = nb_type_row(type);
+    return t ? t->fallback_of : -1;
+}
+
+static int is_kquant(int type) {
+    const nb_type_traits *t = nb_type_row(type);
+    return t && (t->flags & NB_TYPE_KQUANT);
 }
 
 typedef struct census {
@@ -118,7 +108,7 @@ static void summarize(summary *s, const nb_gguf *g, const char *path, int64_t n_
         census *c = &s->by_type[t->type % MAX_TYPE];
         c->count++, c->params += nelem(t), c->bytes += t->bytes;
         s->total.count++, s->total.params += nelem(t), s->total.bytes += t->bytes;
-        if (t->type >= 10 && t->type <= 14) s->kquants = 1;
+        if (is_kquant(t->type)) s->kquants = 1;
     }
     for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) s->n_fallback += is_fallback(s, nb_gguf_tensor_at(g, i));
     /* KV cache in F16: 2 bytes x n_layer x n_ctx x n_head_kv x (key_length + value_length) */
@@ -168,7 +158,7 @@ static void print_human(const summary *s, int tensors) {
            mib(nb_gguf_file_size(g)), nb_gguf_version(g), (long long)nb_gguf_tensor_count(g),
            (long long)nb_gguf_kv_count(g), nb_gguf_alignment(g), (unsigned long long)nb_gguf_data_offset(g));
     printf("model:        %s (architecture %s)", *s->name ? arg_safe(0, s->name) : "?", *s->arch ? arg_safe(1, s->arch) : "?");
-    if (s->has_ftype) printf(", file type %s (%u)", ftype_name(s->ftype), s->ftype);
+    if (s->has_ftype) printf(", file type %s (%u)", nb_ftype_name((int)s->ftype), s->ftype);
     printf("\n");
     for (int i = 0; i < N_HPARAMS && *s->arch; i++) {
         char key[256];
@@ -266,7 +256,7 @@ static void print_json(const summary *s) {
     printf(", \"name\": ");
     arg_json_str(stdout, s->name, strlen(s->name));
     printf(", \"file_type\": ");
-    if (s->has_ftype) printf("{\"id\": %u, \"name\": \"%s\"}", s->ftype, ftype_name(s->ftype));
+    if (s->has_ftype) printf("{\"id\": %u, \"name\": \"%s\"}", s->ftype, nb_ftype_name((int)s->ftype));
     else printf("null");
     printf(",\n  \"vocab_size\": %llu, \"tokenizer\": ", (unsigned long long)s->vocab);
     arg_json_str(stdout, s->tokenizer, strlen(s->tokenizer));

@@ -78,8 +78,12 @@ static void on_tensor(void *user, const nb_quant_report *r) {
 
 static int parse_type(const arg_spec *spec, const char *flag, const char *v, int *out) {
     *out = nb_type_from_name(v);
-    if (*out >= 0 && *out != NB_TYPE_Q8_K) return 1;
-    arg_usage_error(spec, "%s: unknown type '%s' (f32 f16 bf16 q4_0 q5_0 q8_0 q4_K q5_K q6_K mxfp4 nvfp4)", flag, v);
+    if (*out >= 0) return 1;
+    char names[256] = "";
+    const nb_type_info *t;
+    for (int i = 0; (t = nb_type_at(i)); i++)
+        if (t->weight_type) snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", *names ? " " : "", t->name);
+    arg_usage_error(spec, "%s: unknown type '%s' (%s)", flag, v, names);
     return 0;
 }
 
@@ -92,7 +96,7 @@ static void note_requantize(const char *path) {
     int type = -1;
     for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) {
         const nb_gguf_tensor *t = nb_gguf_tensor_at(g, i);
-        if (t->n_dims < 2 || t->type == NB_TYPE_F32 || t->type == NB_TYPE_F16 || t->type == NB_TYPE_BF16) continue;
+        if (t->n_dims < 2 || (t->supported && nb_type_get(t->type)->block_elems == 1)) continue; /* floats */
         if (!n++) type = t->type;
     }
     if (n)

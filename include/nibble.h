@@ -127,6 +127,12 @@ const nb_type_info *nb_type_get(int id);
 const char *nb_type_name(int id);
 /* Bytes of a row of n elements of a type; fails when n is not a multiple of the block length. */
 nb_status nb_row_bytes(int id, int64_t n, size_t *bytes);
+/* The rows of the type table one by one, in id order (i = 0, 1, ... until NULL): every type nibble
+ * has a codec for; those with weight_type are the ones it runs and writes. */
+const nb_type_info *nb_type_at(int i);
+/* Name of a llama.cpp file type (general.file_type: "Q4_K_M", "MXFP4_MOE", ...); "unknown" when
+ * llama.cpp never assigned the id. */
+const char *nb_ftype_name(int ftype);
 
 /* Reference quantizer: llama.cpp's reference rules, byte for byte. x must be finite (NaN/Inf are
  * refused with NB_ERR_NONFINITE naming the index); n a multiple of the block length. */

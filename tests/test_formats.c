@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "formats/blocks.h"
+#include "formats/types.h"
 #include "nibble.h"
 #include "test.h"
 
@@ -31,10 +32,6 @@ static float rng_normal(void) {
     double u = rng_uniform(), v = rng_uniform();
     return (float)(sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v));
 }
-
-static const int all_types[] = {NB_TYPE_F32,  NB_TYPE_F16,  NB_TYPE_BF16, NB_TYPE_Q4_0,  NB_TYPE_Q5_0,  NB_TYPE_Q8_0,
-                                NB_TYPE_Q4_K, NB_TYPE_Q5_K, NB_TYPE_Q6_K, NB_TYPE_Q8_K, NB_TYPE_MXFP4, NB_TYPE_NVFP4};
-#define N_TYPES ((int)(sizeof all_types / sizeof all_types[0]))
 
 #define NELEM 16384 /* a multiple of every block length */
 static float xbuf[NELEM], ybuf[NELEM], zbuf[NELEM];
@@ -114,13 +111,14 @@ TEST(round_trip_error_bounds) {
 
 TEST(zero_input_gives_zero) {
     memset(xbuf, 0, sizeof xbuf);
-    for (int t = 0; t < N_TYPES; t++) {
+    const nb_type_info *info;
+    for (int t = 0; (info = nb_type_at(t)); t++) {
         for (int i = 0; i < NELEM; i++) ybuf[i] = NAN;
-        CHECK(nb_quantize(all_types[t], xbuf, qbuf, NELEM) == NB_OK, "%s", nb_last_error());
-        CHECK(nb_dequantize(all_types[t], qbuf, ybuf, NELEM) == NB_OK, "%s", nb_last_error());
+        CHECK(nb_quantize(info->id, xbuf, qbuf, NELEM) == NB_OK, "%s", nb_last_error());
+        CHECK(nb_dequantize(info->id, qbuf, ybuf, NELEM) == NB_OK, "%s", nb_last_error());
         for (int i = 0; i < NELEM; i++)
             if (ybuf[i] != 0) {
-                CHECK(0, "%s: zero input decodes to %g at %d", nb_type_name(all_types[t]), ybuf[i], i);
+                CHECK(0, "%s: zero input decodes to %g at %d", info->name, ybuf[i], i);
                 break;
             }
     }
@@ -129,10 +127,9 @@ TEST(zero_input_gives_zero) {
 /* ------------------------------------------------------------- refusals */
 
 TEST(lengths_not_a_block_multiple_are_refused) {
-    for (int t = 0; t < N_TYPES; t++) {
-        const nb_type_info *info = nb_type_get(all_types[t]);
-        CHECK(info != NULL, "type %d missing", all_types[t]);
-        if (!info || info->block_elems == 1) continue;
+    const nb_type_info *info;
+    for (int t = 0; (info = nb_type_at(t)); t++) {
+        if (info->block_elems == 1) continue;
         int64_t bad[] = {info->block_elems + 1, info->block_elems / 2, -(int64_t)info->block_elems};
         for (int b = 0; b < 3; b++) {
             size_t bytes = 0;
@@ -150,11 +147,12 @@ TEST(lengths_not_a_block_multiple_are_refused) {
 
 TEST(nonfinite_input_is_refused_with_its_index) {
     const float bad[] = {NAN, INFINITY, -INFINITY};
-    for (int t = 0; t < N_TYPES; t++) {
+    const nb_type_info *info;
+    for (int t = 0; (info = nb_type_at(t)); t++) {
         for (int b = 0; b < 3; b++) {
             for (int i = 0; i < 512; i++) xbuf[i] = 0.5f;
             xbuf[300] = bad[b];
-            CHECK(nb_quantize(all_types[t], xbuf, qbuf, 512) == NB_ERR_NONFINITE, "%s", nb_type_name(all_types[t]));
+            CHECK(nb_quantize(info->id, xbuf, qbuf, 512) == NB_ERR_NONFINITE, "%s", info->name);
             CHECK(contains(nb_last_error(), "element 300"), "message names the index: %s", nb_last_error());
             CHECK(contains(nb_last_error(), b ? "Inf" : "NaN"), "message names the value: %s", nb_last_error());
         }
@@ -207,6 +205,52 @@ TEST(type_table_sizes_and_bits_per_weight) {
     }
     /* The article's capacity arithmetic: 7e9 weights at 4.5 bits are 3.9375 GB. */
     CHECK(7e9 * 4.5 / 8 / 1e9 == 3.9375, "Q4_K capacity");
+}
+
+/* The table read row by row: ids ascend, every row is the one nb_type_get() gives, names round trip
+ * for the weight types, and the fallback rules point at rows that can take the row. */
+TEST(type_table_rows_names_and_fallbacks) {
+    const nb_type_info *info;
+    int last = -1, n = 0, q8_k = 0;
+    for (int i = 0; (info = nb_type_at(i)); i++, n++) {
+        CHECK(info->id > last && nb_type_get(info->id) == info, "row %d: id %d", i, info->id);
+        CHECK(!strcmp(nb_type_name(info->id), info->name), "%s: nb_type_name %s", info->name, nb_type_name(info->id));
+        CHECK(nb_type_from_name(info->name) == (info->weight_type ? info->id : -1), "%s by name", info->name);
+        q8_k += info->id == NB_TYPE_Q8_K && !info->weight_type;
+        last = info->id;
+        const nb_type_traits *t = nb_type_traits_get(info->id);
+        if (t->fallback >= 0) {
+            const nb_type_info *f = nb_type_get(t->fallback);
+            CHECK(f && f->weight_type && f->block_elems < info->block_elems && info->block_elems % f->block_elems == 0,
+                  "%s falls back to %s", info->name, nb_type_name(t->fallback));
+        }
+    }
+    CHECK(n >= 12 && q8_k == 1 && nb_type_at(-1) == NULL && nb_type_at(n) == NULL, "%d rows", n);
+    CHECK(nb_type_from_name("Q4_k") == NB_TYPE_Q4_K && nb_type_from_name("q4_1") == -1 && nb_type_from_name(NULL) == -1,
+          "names in any case; none for types without a codec");
+    CHECK(!strcmp(nb_type_name(7), "q5_1") && !strcmp(nb_type_name(4), "q4_2 (retired)") && !strcmp(nb_type_name(42), "unknown") &&
+          !strcmp(nb_type_name(-1), "unknown"), "ggml's names of ids without a codec");
+    /* what llama.cpp's K-quant recipes wanted where a file holds a fallback */
+    for (int id = 0; id < 64; id++) {
+        const nb_type_traits *t = nb_type_row(id);
+        if (t && t->fallback_of >= 0)
+            CHECK((nb_type_row(t->fallback_of)->flags & NB_TYPE_KQUANT), "%s stands in for %s", t->info.name,
+                  nb_type_name(t->fallback_of));
+    }
+    CHECK(nb_type_row(NB_TYPE_Q5_0)->fallback_of == NB_TYPE_Q4_K && nb_type_row(7)->fallback_of == NB_TYPE_Q5_K &&
+          nb_type_row(NB_TYPE_Q8_0)->fallback_of == NB_TYPE_Q6_K && nb_type_row(20)->fallback_of == 10,
+          "q5_0, q5_1, q8_0 and iq4_nl stand in for q4_K, q5_K, q6_K and q2_K");
+}
+
+TEST(llama_file_type_names) {
+    CHECK(!strcmp(nb_ftype_name(15), "Q4_K_M") && !strcmp(nb_ftype_name(38), "MXFP4_MOE") && !strcmp(nb_ftype_name(7), "Q8_0"),
+          "names");
+    CHECK(!strcmp(nb_ftype_name(4), "unknown") && !strcmp(nb_ftype_name(40), "unknown") && !strcmp(nb_ftype_name(-1), "unknown"),
+          "retired and unassigned ids");
+    for (int id = 0; id < 64; id++)
+        if (strcmp(nb_ftype_name(id), "unknown"))
+            CHECK(nb_ftype_from_name(nb_ftype_name(id)) == id, "%s round trip", nb_ftype_name(id));
+    CHECK(nb_ftype_from_name("Q9_K") == -1, "unknown name");
 }
 
 /* ----------------------------------------------------- Q4_K worked numbers */
@@ -535,6 +579,8 @@ int main(void) {
     RUN(nonfinite_input_is_refused_with_its_index);
     RUN(unknown_and_unsupported_ids_are_refused_by_name);
     RUN(type_table_sizes_and_bits_per_weight);
+    RUN(type_table_rows_names_and_fallbacks);
+    RUN(llama_file_type_names);
     RUN(q4_k_article_byte_0xa5);
     RUN(q4_k_article_scale_bytes_130_and_33);
     RUN(q4_k_all_eight_scale_min_pairs);

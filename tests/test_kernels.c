@@ -24,9 +24,8 @@ static float frand(void) { /* roughly normal, with an occasional outlier */
     return s;
 }
 
-static const int types[] = {NB_TYPE_Q4_0, NB_TYPE_Q5_0, NB_TYPE_Q8_0, NB_TYPE_MXFP4, NB_TYPE_NVFP4, NB_TYPE_Q4_K,
-                            NB_TYPE_Q5_K, NB_TYPE_Q6_K, NB_TYPE_F32,  NB_TYPE_F16,  NB_TYPE_BF16};
-#define NTYPES (int)(sizeof types / sizeof types[0])
+/* The type table's weight types, each of which has kernels (listed by main). */
+static int types[64], ntypes;
 
 typedef struct {
     int type;
@@ -61,7 +60,7 @@ static void fill_nan(float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = NAN;
 }
 
-static int is_block_type(int type) { return type != NB_TYPE_F32 && type != NB_TYPE_F16 && type != NB_TYPE_BF16; }
+static int is_block_type(int type) { return nb_type_get(type)->block_elems > 1; }
 
 /* Shapes per type: one block, a few blocks, many blocks; rows and tokens off the tile sizes. */
 static void shapes(int type, int64_t n_in[3]) {
@@ -106,7 +105,7 @@ static void all_shapes_isa(nb_isa isa) {
     /* 7 and 9 tokens: the Q4_K batch order on 4 or 8 tokens and the ordinary one on the rest, the
      * Q6_K batch order from 8 */
     static const int64_t rows[] = {1, 5, 13, 37}, toks[] = {1, 2, 7, 9};
-    for (int ti = 0; ti < NTYPES; ti++) {
+    for (int ti = 0; ti < ntypes; ti++) {
         int64_t n_in[3];
         shapes(types[ti], n_in);
         for (int si = 0; si < 3; si++)
@@ -131,7 +130,7 @@ TEST(avx2_matches_reference) {
  * than the panel keeps lane sums for, and a row count off the panel's 8. */
 TEST(avx2_gemm_panels_match_reference) {
     if (nb_isa_best() < NB_ISA_AVX2) SKIP("no AVX2");
-    for (int ti = 0; ti < NTYPES; ti++) {
+    for (int ti = 0; ti < ntypes; ti++) {
         if (!is_block_type(types[ti])) continue;
         int64_t n_in[3];
         shapes(types[ti], n_in);
@@ -213,7 +212,7 @@ TEST(fp4_scale_codes_match_reference) {
  * the bound is sum_i |w_i| * step_i / 2 plus float accumulation (4*n*u*sum|w*x|); the f32 route
  * has only the accumulation term. */
 TEST(reference_matches_double) {
-    for (int ti = 0; ti < NTYPES; ti++) {
+    for (int ti = 0; ti < ntypes; ti++) {
         problem p;
         int be = nb_type_get(types[ti])->block_elems;
         int64_t n = be == 256 ? 1024 : 640;
@@ -392,6 +391,15 @@ TEST(bad_arguments) {
     CHECK(nb_matmul(NULL, NB_TYPE_Q8_0, w, 0, 32, x, 1, y) == NB_OK, "zero rows is a no-op");
 }
 
+/* A type runs as a weight exactly when the reference set has a kernel for it. */
+TEST(weight_types_are_the_types_with_kernels) {
+    const nb_type_info *t;
+    for (int i = 0; (t = nb_type_at(i)); i++)
+        CHECK(!nb_kernel_get(NB_ISA_REF, t->id) == !t->weight_type, "%s: weight_type %d, reference kernel %s", t->name,
+              t->weight_type, nb_kernel_get(NB_ISA_REF, t->id) ? "yes" : "no");
+    CHECK(ntypes > 0, "no weight types");
+}
+
 TEST(kernel_names) {
     const char *n = nb_matmul_kernel_name(NB_TYPE_Q4_K, NB_ROUTE_QUANT);
     /* the set that really runs it: the active one or a lower fallback */
@@ -486,6 +494,9 @@ TEST(softmax_exp_sets_match_reference) {
 }
 
 int main(void) {
+    const nb_type_info *t;
+    for (int i = 0; (t = nb_type_at(i)); i++)
+        if (t->weight_type && ntypes < (int)(sizeof types / sizeof types[0])) types[ntypes++] = t->id;
     RUN(act_q8_0_reference_rule);
     RUN(act_quantizers_match_reference);
     RUN(avx2_matches_reference);
@@ -497,6 +508,7 @@ int main(void) {
     RUN(thread_count_invariance);
     RUN(pool_covers_every_index_once);
     RUN(bad_arguments);
+    RUN(weight_types_are_the_types_with_kernels);
     RUN(kernel_names);
     RUN(strided_rows_match_packed);
     RUN(round_fp16_sets_match_reference);

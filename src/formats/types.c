@@ -1,48 +1,107 @@
 /*
- * types.c: the type table and the checked public codec entry points.
+ * types.c: the type table, llama.cpp's file types, and the checked public codec entry points.
  */
 #include "formats/types.h"
 
 #include <math.h>
+#include <string.h>
+#include <strings.h>
 
 #include "base/error.h"
 #include "formats/blocks.h"
 
-#define ROW(ID, NAME, ELEMS, BYTES, WEIGHT, FN)                                                  \
-    [ID] = {{NAME, ID, ELEMS, BYTES, WEIGHT}, nb_##FN##_quantize_ref, nb_##FN##_dequantize}
+/* A type nibble has a codec for. */
+#define ROW(ID, NAME, ELEMS, BYTES, WEIGHT, FN, FLAGS, FALLBACK, FALLBACK_OF, LAYOUT)                     \
+    [ID] = {{NAME, ID, ELEMS, BYTES, WEIGHT}, nb_##FN##_quantize_ref, nb_##FN##_dequantize, FLAGS, FALLBACK,    \
+            FALLBACK_OF, LAYOUT}
+/* Any other id ggml assigned: its name, so a refusal can say what a file holds. */
+#define GGML(ID, NAME, FLAGS, FALLBACK_OF) [ID] = {{NAME, ID, 0, 0, 0}, NULL, NULL, FLAGS, -1, FALLBACK_OF, NULL}
+#define NAMED(ID, NAME) GGML(ID, NAME, 0, -1)
+
+/* ggml ids nibble has no codec for that the fallback rules name. */
+enum { Q5_1 = 7, Q2_K = 10, Q3_K = 11, IQ4_NL = 20 };
 
 static const nb_type_traits table[] = {
-    ROW(NB_TYPE_F32, "f32", 1, 4, 1, f32),
-    ROW(NB_TYPE_F16, "f16", 1, 2, 1, f16),
-    ROW(NB_TYPE_Q4_0, "q4_0", NB_QK4_0, sizeof(nb_block_q4_0), 1, q4_0),
-    ROW(NB_TYPE_Q5_0, "q5_0", NB_QK5_0, sizeof(nb_block_q5_0), 1, q5_0),
-    ROW(NB_TYPE_Q8_0, "q8_0", NB_QK8_0, sizeof(nb_block_q8_0), 1, q8_0),
-    ROW(NB_TYPE_Q4_K, "q4_K", NB_QK_K, sizeof(nb_block_q4_k), 1, q4_k),
-    ROW(NB_TYPE_Q5_K, "q5_K", NB_QK_K, sizeof(nb_block_q5_k), 1, q5_k),
-    ROW(NB_TYPE_Q6_K, "q6_K", NB_QK_K, sizeof(nb_block_q6_k), 1, q6_k),
-    ROW(NB_TYPE_Q8_K, "q8_K", NB_QK_K, sizeof(nb_block_q8_k), 0, q8_k),
-    ROW(NB_TYPE_BF16, "bf16", 1, 2, 1, bf16),
-    ROW(NB_TYPE_MXFP4, "mxfp4", NB_QK_MXFP4, sizeof(nb_block_mxfp4), 1, mxfp4),
-    ROW(NB_TYPE_NVFP4, "nvfp4", NB_QK_NVFP4, sizeof(nb_block_nvfp4), 1, nvfp4),
+    ROW(NB_TYPE_F32, "f32", 1, 4, 1, f32, 0, -1, -1, "one element: fp32 [0,4)"),
+    ROW(NB_TYPE_F16, "f16", 1, 2, 1, f16, 0, -1, -1, "one element: fp16 [0,2)"),
+    ROW(NB_TYPE_Q4_0, "q4_0", NB_QK4_0, sizeof(nb_block_q4_0), 1, q4_0, 0, -1, Q2_K,
+        "d fp16 [0,2) | qs 16 B [2,18): byte j = element j (low nibble), j+16 (high)"),
+    NAMED(3, "q4_1"), NAMED(4, "q4_2 (retired)"), NAMED(5, "q4_3 (retired)"),
+    ROW(NB_TYPE_Q5_0, "q5_0", NB_QK5_0, sizeof(nb_block_q5_0), 1, q5_0, 0, -1, NB_TYPE_Q4_K,
+        "d fp16 [0,2) | qh u32 [2,6): bit j = fifth bit of element j | qs 16 B [6,22) as q4_0"),
+    GGML(Q5_1, "q5_1", 0, NB_TYPE_Q5_K),
+    ROW(NB_TYPE_Q8_0, "q8_0", NB_QK8_0, sizeof(nb_block_q8_0), 1, q8_0, 0, -1, NB_TYPE_Q6_K,
+        "d fp16 [0,2) | qs int8 x 32 [2,34): byte j = element j"),
+    NAMED(9, "q8_1"), GGML(Q2_K, "q2_K", NB_TYPE_KQUANT, -1), GGML(Q3_K, "q3_K", NB_TYPE_KQUANT, -1),
+    ROW(NB_TYPE_Q4_K, "q4_K", NB_QK_K, sizeof(nb_block_q4_k), 1, q4_k, NB_TYPE_KQUANT, NB_TYPE_Q5_0, -1,
+        "d fp16 [0,2) | dmin fp16 [2,4) | scales 12 B [4,16) | qs 128 B [16,144): qs[32c+l] = lanes 64c+l "
+        "(low), 64c+32+l (high)"),
+    ROW(NB_TYPE_Q5_K, "q5_K", NB_QK_K, sizeof(nb_block_q5_k), 1, q5_k, NB_TYPE_KQUANT, NB_TYPE_Q5_0, -1,
+        "d fp16 [0,2) | dmin fp16 [2,4) | scales 12 B [4,16) | qh 32 B [16,48) | qs 128 B [48,176) as q4_K"),
+    ROW(NB_TYPE_Q6_K, "q6_K", NB_QK_K, sizeof(nb_block_q6_k), 1, q6_k, NB_TYPE_KQUANT, NB_TYPE_Q8_0, -1,
+        "ql 128 B [0,128) | qh 64 B [128,192) | scales int8 x 16 [192,208) | d fp16 [208,210)"),
+    ROW(NB_TYPE_Q8_K, "q8_K", NB_QK_K, sizeof(nb_block_q8_k), 0, q8_k, 0, -1, -1,
+        "d fp32 [0,4) | qs int8 x 256 [4,260): byte j = element j | bsums int16 x 16 [260,292)"),
+    NAMED(16, "iq2_xxs"), NAMED(17, "iq2_xs"), NAMED(18, "iq3_xxs"), NAMED(19, "iq1_s"),
+    GGML(IQ4_NL, "iq4_nl", 0, Q2_K), NAMED(21, "iq3_s"), NAMED(22, "iq2_s"), NAMED(23, "iq4_xs"),
+    NAMED(24, "i8"), NAMED(25, "i16"), NAMED(26, "i32"), NAMED(27, "i64"), NAMED(28, "f64"), NAMED(29, "iq1_m"),
+    ROW(NB_TYPE_BF16, "bf16", 1, 2, 1, bf16, 0, -1, -1, "one element: bf16 [0,2)"),
+    NAMED(31, "q4_0_4_4 (retired)"), NAMED(32, "q4_0_4_8 (retired)"), NAMED(33, "q4_0_8_8 (retired)"),
+    NAMED(34, "tq1_0"), NAMED(35, "tq2_0"), NAMED(36, "iq4_nl_4_4 (retired)"), NAMED(37, "iq4_nl_4_8 (retired)"),
+    NAMED(38, "iq4_nl_8_8 (retired)"),
+    ROW(NB_TYPE_MXFP4, "mxfp4", NB_QK_MXFP4, sizeof(nb_block_mxfp4), 1, mxfp4, 0, -1, -1,
+        "e E8M0 [0,1) | qs 16 B [1,17): byte j = element j (low nibble), j+16 (high)"),
+    ROW(NB_TYPE_NVFP4, "nvfp4", NB_QK_NVFP4, sizeof(nb_block_nvfp4), 1, nvfp4, 0, NB_TYPE_Q8_0, -1,
+        "d UE4M3 x 4 [0,4) | qs 32 B [4,36): byte 8s+j = element 16s+j (low), 16s+j+8 (high)"),
+    NAMED(41, "q1_0"),
 };
+#define N_ROWS (int)(sizeof table / sizeof table[0])
 
-/* ggml's names for every id it ever assigned, so a refusal can say what a file holds. */
-static const char *const ggml_names[] = {
-    "f32", "f16", "q4_0", "q4_1", "q4_2 (retired)", "q4_3 (retired)", "q5_0", "q5_1", "q8_0",
-    "q8_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q8_K", "iq2_xxs", "iq2_xs", "iq3_xxs",
-    "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs", "i8", "i16", "i32", "i64", "f64", "iq1_m",
-    "bf16", "q4_0_4_4 (retired)", "q4_0_4_8 (retired)", "q4_0_8_8 (retired)", "tq1_0", "tq2_0",
-    "iq4_nl_4_4 (retired)", "iq4_nl_4_8 (retired)", "iq4_nl_8_8 (retired)", "mxfp4", "nvfp4", "q1_0",
+/* llama.cpp's general.file_type values (llama.h, enum llama_ftype); the gaps were retired. */
+static const char *const ftype_names[] = {
+    "F32", "F16", "Q4_0", "Q4_1", NULL, NULL, NULL, "Q8_0", "Q5_0", "Q5_1", "Q2_K", "Q3_K_S", "Q3_K_M",
+    "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ2_XXS", "IQ2_XS", "Q2_K_S", "IQ3_XS",
+    "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ3_M", "IQ2_S", "IQ2_M", "IQ4_XS", "IQ1_M", "BF16", NULL, NULL,
+    NULL, "TQ1_0", "TQ2_0", "MXFP4_MOE", "NVFP4",
 };
+#define N_FTYPES (int)(sizeof ftype_names / sizeof ftype_names[0])
 
-const nb_type_traits *nb_type_traits_get(int id) {
-    if (id < 0 || (size_t)id >= sizeof table / sizeof table[0] || !table[id].info.name) return NULL;
+const nb_type_traits *nb_type_row(int id) {
+    if (id < 0 || id >= N_ROWS || !table[id].info.name) return NULL;
     return &table[id];
 }
 
+const nb_type_traits *nb_type_traits_get(int id) {
+    const nb_type_traits *t = nb_type_row(id);
+    return t && t->dequantize ? t : NULL;
+}
+
 const char *nb_type_name(int id) {
-    if (id < 0 || (size_t)id >= sizeof ggml_names / sizeof ggml_names[0]) return "unknown";
-    return ggml_names[id];
+    const nb_type_traits *t = nb_type_row(id);
+    return t ? t->info.name : "unknown";
+}
+
+const nb_type_info *nb_type_at(int i) {
+    for (int id = 0; id < N_ROWS; id++)
+        if (table[id].dequantize && i-- == 0) return &table[id].info;
+    return NULL;
+}
+
+int nb_type_from_name(const char *name) {
+    if (!name) return -1;
+    for (int id = 0; id < N_ROWS; id++)
+        if (table[id].info.weight_type && !strcasecmp(name, table[id].info.name)) return id;
+    return -1;
+}
+
+const char *nb_ftype_name(int ftype) {
+    return ftype >= 0 && ftype < N_FTYPES && ftype_names[ftype] ? ftype_names[ftype] : "unknown";
+}
+
+int nb_ftype_from_name(const char *name) {
+    for (int i = 0; i < N_FTYPES; i++)
+        if (ftype_names[i] && !strcmp(name, ftype_names[i])) return i;
+    return -1;
 }
 
 const nb_type_info *nb_type_get(int id) {

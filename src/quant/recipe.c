@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "formats/types.h"
 #include "quant/quant.h"
 
 enum recipe_kind { R_LLAMA, R_FP4, R_FP4_M, R_AUTO };
@@ -19,26 +20,19 @@ typedef struct recipe {
     const char *name;
     enum recipe_kind kind;
     int base;   /* type of an ordinary weight */
-    int ftype;  /* general.file_type, -1 for none */
+    const char *ftype; /* general.file_type by llama.cpp's name, NULL for none */
     int two_level;
 } recipe;
 
-/* llama.cpp's enum llama_ftype values. */
-#define FTYPE_Q4_0 2
-#define FTYPE_Q8_0 7
-#define FTYPE_Q4_K_M 15
-#define FTYPE_MXFP4 38
-#define FTYPE_NVFP4 39
-
 static const recipe recipes[] = {
-    {"q8_0", R_LLAMA, NB_TYPE_Q8_0, FTYPE_Q8_0, 0},
-    {"q4_0", R_LLAMA, NB_TYPE_Q4_0, FTYPE_Q4_0, 0},
-    {"q4_k_m", R_LLAMA, NB_TYPE_Q4_K, FTYPE_Q4_K_M, 0},
-    {"mxfp4", R_FP4, NB_TYPE_MXFP4, FTYPE_MXFP4, 0},
-    {"nvfp4", R_FP4, NB_TYPE_NVFP4, FTYPE_NVFP4, 0},
-    {"mxfp4_m", R_FP4_M, NB_TYPE_MXFP4, FTYPE_MXFP4, 0},
-    {"nvfp4_m", R_FP4_M, NB_TYPE_NVFP4, FTYPE_NVFP4, 0},
-    {"nvfp4_2l", R_FP4, NB_TYPE_NVFP4, FTYPE_NVFP4, 1},
+    {"q8_0", R_LLAMA, NB_TYPE_Q8_0, "Q8_0", 0},
+    {"q4_0", R_LLAMA, NB_TYPE_Q4_0, "Q4_0", 0},
+    {"q4_k_m", R_LLAMA, NB_TYPE_Q4_K, "Q4_K_M", 0},
+    {"mxfp4", R_FP4, NB_TYPE_MXFP4, "MXFP4_MOE", 0},
+    {"nvfp4", R_FP4, NB_TYPE_NVFP4, "NVFP4", 0},
+    {"mxfp4_m", R_FP4_M, NB_TYPE_MXFP4, "MXFP4_MOE", 0},
+    {"nvfp4_m", R_FP4_M, NB_TYPE_NVFP4, "NVFP4", 0},
+    {"nvfp4_2l", R_FP4, NB_TYPE_NVFP4, "NVFP4", 1},
 };
 
 enum category { C_TOKEN_EMBD, C_OUTPUT, C_ATTN_Q, C_ATTN_K, C_ATTN_V, C_ATTN_QKV, C_ATTN_KV_B, C_ATTN_OUTPUT,
@@ -94,17 +88,11 @@ static int block_of(int type) {
     return ti ? ti->block_elems : 1;
 }
 
-/* llama.cpp's tensor_type_fallback, for the types nibble writes. */
+/* llama.cpp's tensor_type_fallback: the table's fallback of the type, then F16. */
 static int fallback(int type, int64_t ncols) {
     if (ncols % block_of(type) == 0) return type;
-    int r;
-    switch (type) {
-    case NB_TYPE_Q4_K: r = NB_TYPE_Q5_0; break;
-    case NB_TYPE_Q5_K: r = NB_TYPE_Q5_0; break;
-    case NB_TYPE_Q6_K: r = NB_TYPE_Q8_0; break;
-    case NB_TYPE_NVFP4: r = NB_TYPE_Q8_0; break;
-    default: r = type;
-    }
+    const nb_type_traits *t = nb_type_traits_get(type);
+    int r = t && t->fallback >= 0 ? t->fallback : type;
     return ncols % block_of(r) == 0 ? r : NB_TYPE_F16;
 }
 
@@ -165,18 +153,9 @@ static int recipe_type(state *st, const nb_gguf_tensor *t, enum category cat) {
     return type;
 }
 
-int nb_type_from_name(const char *name) {
-    if (!name) return -1;
-    static const int ids[] = {NB_TYPE_F32,  NB_TYPE_F16,  NB_TYPE_BF16, NB_TYPE_Q4_0,  NB_TYPE_Q5_0, NB_TYPE_Q8_0,
-                              NB_TYPE_Q4_K, NB_TYPE_Q5_K, NB_TYPE_Q6_K, NB_TYPE_MXFP4, NB_TYPE_NVFP4};
-    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
-        if (!strcasecmp(name, nb_type_name(ids[i]))) return ids[i];
-    return -1;
-}
-
 static const recipe *find_recipe(const char *name, double *bpw) {
     if (!strncasecmp(name, "auto:", 5)) {
-        static const recipe autor = {"auto", R_AUTO, NB_TYPE_Q4_K, -1, 0};
+        static const recipe autor = {"auto", R_AUTO, NB_TYPE_Q4_K, NULL, 0};
         char *end;
         *bpw = strtod(name + 5, &end);
         return end != name + 5 && !*end && *bpw > 0 && *bpw <= 32 ? &autor : NULL;
@@ -222,7 +201,7 @@ static nb_status overrides_compile(const nb_quant_params *p, overrides *o) {
         memcpy(pat, s, (size_t)(eq - s));
         pat[eq - s] = 0;
         o->type[i] = nb_type_from_name(eq + 1);
-        if (o->type[i] < 0 || o->type[i] == NB_TYPE_Q8_K) {
+        if (o->type[i] < 0) {
             overrides_free(o);
             return nb_fail(NB_ERR_INVALID_ARG, "override '%s': unknown type '%s'", s, eq + 1);
         }
@@ -304,6 +283,6 @@ nb_status nb_quant_plan(const nb_gguf *g, const nb_quant_params *p, nb_qplan **o
         return s;
     }
     *out = plan;
-    *ftype = r->ftype;
+    *ftype = r->ftype ? nb_ftype_from_name(r->ftype) : -1;
     return NB_OK;
 }
