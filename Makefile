@@ -12,6 +12,9 @@ SAN     ?=
 CFLAGS_ALL := $(CFLAGS_BASE) $(SAN) $(EXTRA_CFLAGS)
 LDLIBS  := -lm -pthread
 
+# The library's objects export only what include/nibble.h marks NB_API (libnibble.so's ABI); the
+# static archive links the hidden rest as before.
+LIB_FLAGS    := -fvisibility=hidden
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
 
@@ -44,11 +47,15 @@ all: $(LIBA) $(LIBSO) $(BIN)
 
 $(BUILD)/src/kernels/x86/avx2/%.o: src/kernels/x86/avx2/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(AVX2_FLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(LIB_FLAGS) $(AVX2_FLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/src/kernels/x86/avx512/%.o: src/kernels/x86/avx512/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(AVX512_FLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(LIB_FLAGS) $(AVX512_FLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/src/%.o: src/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(LIB_FLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)

@@ -15,6 +15,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Marks the functions libnibble.so exports: the library is compiled with -fvisibility=hidden, so
+ * these declarations are its whole ABI. */
+#if defined(__GNUC__) || defined(__clang__)
+#define NB_API __attribute__((visibility("default")))
+#else
+#define NB_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,22 +42,22 @@ typedef enum nb_status {
 } nb_status;
 
 /* Short fixed text for a status ("invalid argument", ...). Never NULL. */
-const char *nb_strerror(nb_status s);
+NB_API const char *nb_strerror(nb_status s);
 
 /* The message of the most recent failure on the calling thread ("" if none). */
-const char *nb_last_error(void);
+NB_API const char *nb_last_error(void);
 
 /* Removes (unlinks) every temporary file of an output write in progress in this process (the
  * PATH.tmp.XXXXXX of a GGUF, imatrix, logits or SVG file not yet renamed into place), so that an
  * interrupted run leaves the old file and no debris. Async-signal-safe: meant for a SIGINT/SIGTERM
  * handler that then calls _exit(). At most 16 writes at once are tracked; more still work, but
  * the extra temporary files are not removed. */
-void nb_remove_temp_files(void);
+NB_API void nb_remove_temp_files(void);
 
 /* Whether `path` may be written as an output, by the rules every writer applies (absent, a regular
  * file, or a symbolic link to one; "-" refused): NB_OK, or NB_ERR_INVALID_ARG / NB_ERR_IO with a
  * message prefixed by `what` ("imatrix"). Lets a long job refuse its output before the work. */
-nb_status nb_output_check(const char *path, const char *what);
+NB_API nb_status nb_output_check(const char *path, const char *what);
 
 /* ------------------------------------------------------------ CPU and ISA */
 
@@ -67,31 +75,31 @@ typedef struct nb_cpu_features {
     int avx512f, avx512bw, avx512vl, avx512vnni; /* and the OS saves ZMM/opmask state */
 } nb_cpu_features;
 
-const nb_cpu_features *nb_cpu(void);
-nb_isa nb_isa_active(void);
-nb_isa nb_isa_best(void);            /* the best set this CPU can run */
-const char *nb_isa_name(nb_isa isa); /* "ref", "avx2", "avx512" */
-const char *nb_isa_note(void);       /* why the active set was chosen, e.g. an override */
+NB_API const nb_cpu_features *nb_cpu(void);
+NB_API nb_isa nb_isa_active(void);
+NB_API nb_isa nb_isa_best(void);            /* the best set this CPU can run */
+NB_API const char *nb_isa_name(nb_isa isa); /* "ref", "avx2", "avx512" */
+NB_API const char *nb_isa_note(void);       /* why the active set was chosen, e.g. an override */
 
 /* ------------------------------------------------------- small number codes */
 /* Encoders round to nearest, ties to even, unless a function says otherwise. Rules per code in
  * docs/FORMATS.md. */
 
-float nb_fp16_to_fp32(uint16_t h);
-uint16_t nb_fp32_to_fp16(float f);   /* IEEE: overflow to Inf, NaN stays a quiet NaN */
-float nb_bf16_to_fp32(uint16_t h);
-uint16_t nb_fp32_to_bf16(float f);   /* RNE; NaN stays a quiet NaN */
+NB_API float nb_fp16_to_fp32(uint16_t h);
+NB_API uint16_t nb_fp32_to_fp16(float f);   /* IEEE: overflow to Inf, NaN stays a quiet NaN */
+NB_API float nb_bf16_to_fp32(uint16_t h);
+NB_API uint16_t nb_fp32_to_bf16(float f);   /* RNE; NaN stays a quiet NaN */
 
-float nb_e4m3_to_fp32(uint8_t c);    /* OCP E4M3FN: bias 7, max 448, S.1111.111 = NaN, no Inf */
-uint8_t nb_fp32_to_e4m3(float f);    /* RNE; saturates at +-448; NaN -> 0x7F */
-float nb_ue4m3_to_fp32(uint8_t c);   /* E4M3 without sign bit (NVFP4 block scale); 0x7F = NaN */
-uint8_t nb_fp32_to_ue4m3(float f);   /* RNE; saturates at 448; negatives and zero -> 0; NaN -> 0x7F */
-float nb_e8m0_to_fp32(uint8_t c);    /* 2^(c-127); 0xFF = NaN */
-uint8_t nb_fp32_to_e8m0(float f);    /* nearest power of two; a tie (1.5*2^k) goes to the even code;
-                                        no zero or sign: <= 0 gives 0x00; Inf 0xFE; NaN 0xFF */
-float nb_e2m1_to_fp32(uint8_t c);    /* FP4 element: 0,0.5,1,1.5,2,3,4,6 and negatives; 8 = -0 */
-uint8_t nb_fp32_to_e2m1(float f);    /* RNE on the E2M1 grid; saturates at +-6 (Inf too); no NaN code:
-                                        NaN saturates like Inf, keeping its sign */
+NB_API float nb_e4m3_to_fp32(uint8_t c);    /* OCP E4M3FN: bias 7, max 448, S.1111.111 = NaN, no Inf */
+NB_API uint8_t nb_fp32_to_e4m3(float f);    /* RNE; saturates at +-448; NaN -> 0x7F */
+NB_API float nb_ue4m3_to_fp32(uint8_t c);   /* E4M3 without sign bit (NVFP4 block scale); 0x7F = NaN */
+NB_API uint8_t nb_fp32_to_ue4m3(float f);   /* RNE; saturates at 448; negatives and zero -> 0; NaN -> 0x7F */
+NB_API float nb_e8m0_to_fp32(uint8_t c);    /* 2^(c-127); 0xFF = NaN */
+NB_API uint8_t nb_fp32_to_e8m0(float f);    /* nearest power of two; a tie (1.5*2^k) goes to the even code;
+                                               no zero or sign: <= 0 gives 0x00; Inf 0xFE; NaN 0xFF */
+NB_API float nb_e2m1_to_fp32(uint8_t c);    /* FP4 element: 0,0.5,1,1.5,2,3,4,6 and negatives; 8 = -0 */
+NB_API uint8_t nb_fp32_to_e2m1(float f);    /* RNE on the E2M1 grid; saturates at +-6 (Inf too); no NaN code:
+                                               NaN saturates like Inf, keeping its sign */
 
 /* ------------------------------------------------------------- block types */
 
@@ -121,24 +129,24 @@ typedef struct nb_type_info {
 
 /* Row of the type table for a GGUF id, or NULL (with nb_last_error set) for ids nibble does not
  * know or does not support. */
-const nb_type_info *nb_type_get(int id);
+NB_API const nb_type_info *nb_type_get(int id);
 /* Name of any ggml type id, including retired and unsupported ones ("q4_1", "iq2_xxs", ...);
  * "unknown" when the id was never assigned. */
-const char *nb_type_name(int id);
+NB_API const char *nb_type_name(int id);
 /* Bytes of a row of n elements of a type; fails when n is not a multiple of the block length. */
-nb_status nb_row_bytes(int id, int64_t n, size_t *bytes);
+NB_API nb_status nb_row_bytes(int id, int64_t n, size_t *bytes);
 /* The rows of the type table one by one, in id order (i = 0, 1, ... until NULL): every type nibble
  * has a codec for; those with weight_type are the ones it runs and writes. */
-const nb_type_info *nb_type_at(int i);
+NB_API const nb_type_info *nb_type_at(int i);
 /* Name of a llama.cpp file type (general.file_type: "Q4_K_M", "MXFP4_MOE", ...); "unknown" when
  * llama.cpp never assigned the id. */
-const char *nb_ftype_name(int ftype);
+NB_API const char *nb_ftype_name(int ftype);
 
 /* Reference quantizer: llama.cpp's reference rules, byte for byte. x must be finite (NaN/Inf are
  * refused with NB_ERR_NONFINITE naming the index); n a multiple of the block length. */
-nb_status nb_quantize(int id, const float *x, void *dst, int64_t n);
+NB_API nb_status nb_quantize(int id, const float *x, void *dst, int64_t n);
 /* Dequantizer: bit-exact with llama.cpp's. */
-nb_status nb_dequantize(int id, const void *src, float *y, int64_t n);
+NB_API nb_status nb_dequantize(int id, const void *src, float *y, int64_t n);
 
 /* ------------------------------------------------------ FP4 quantizer options */
 /* Alternatives to llama.cpp's reference rules for MXFP4 and NVFP4. Their output is ordinary
@@ -148,13 +156,13 @@ nb_status nb_dequantize(int id, const void *src, float *y, int64_t n);
 /* MXFP4 with the shared exponent rounded UP: e = ceil(log2(amax/6)) + 127 (clamped to 0..254), so
  * the block maximum is never clipped (llama.cpp rounds down and clips block maxima whose mantissa
  * exceeds 1.5); each element then takes the E2M1 code nearest to x/2^(e-127), ties to even. */
-nb_status nb_quantize_mxfp4_roundup(const float *x, void *dst, int64_t n);
+NB_API nb_status nb_quantize_mxfp4_roundup(const float *x, void *dst, int64_t n);
 
 /* NVIDIA's two-level NVFP4: a per-tensor encode scale S = 448*6/amax(x[0..n)) (1 when all zero);
  * block scale = UE4M3 of amax16*S/6 (nearest even, saturating at 448); elements = E2M1 nearest
  * even of x/(blockscale/S), saturating at +-6. Writes 1/S to *tensor_scale: dequantize(dst)
  * times *tensor_scale approximates x. In GGUF that factor is the F32 tensor "<name>.scale". */
-nb_status nb_quantize_nvfp4_2level(const float *x, void *dst, int64_t n, float *tensor_scale);
+NB_API nb_status nb_quantize_nvfp4_2level(const float *x, void *dst, int64_t n, float *tensor_scale);
 
 /* ------------------------------------------------------- threads and matmul */
 /* One thread pool serves every kernel. A pool of N threads is the calling thread plus N-1
@@ -170,11 +178,11 @@ typedef void (*nb_pool_fn)(void *ctx, int64_t begin, int64_t end);
 #define NB_MAX_THREADS 256
 
 /* n_threads <= 0 means one per online CPU, at most NB_MAX_THREADS. */
-nb_status nb_pool_create(int n_threads, nb_pool **out);
-void nb_pool_destroy(nb_pool *pool);
-int nb_pool_threads(const nb_pool *pool); /* 1 for a NULL pool */
+NB_API nb_status nb_pool_create(int n_threads, nb_pool **out);
+NB_API void nb_pool_destroy(nb_pool *pool);
+NB_API int nb_pool_threads(const nb_pool *pool); /* 1 for a NULL pool */
 /* Runs fn over [0, n) split in chunks whose bounds are multiples of grain; NULL pool = caller. */
-nb_status nb_pool_for(nb_pool *pool, int64_t n, int64_t grain, nb_pool_fn fn, void *ctx);
+NB_API nb_status nb_pool_for(nb_pool *pool, int64_t n, int64_t grain, nb_pool_fn fn, void *ctx);
 
 /* How activations meet the weights. NB_ROUTE_QUANT (the default, as llama.cpp): activations are
  * quantized to the weight type's partner (Q8_0 for Q4_0/Q5_0/Q8_0/MXFP4/NVFP4, Q8_K for
@@ -189,19 +197,19 @@ typedef enum nb_route { NB_ROUTE_QUANT = 0, NB_ROUTE_F32 = 1 } nb_route;
  * (and of 256 for the K-quants). y must not overlap x or w. Activation scratch comes from the
  * pool (grown once, reused); a NULL pool runs on the calling thread and allocates per call. The
  * NVFP4 per-tensor ".scale" factor is not applied here: multiply y by it. */
-nb_status nb_matmul(nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in,
-                    const float *x, int64_t n_tok, float *y);
-nb_status nb_matmul_route(nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in,
-                          const float *x, int64_t n_tok, float *y, nb_route route);
+NB_API nb_status nb_matmul(nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in,
+                           const float *x, int64_t n_tok, float *y);
+NB_API nb_status nb_matmul_route(nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in,
+                                 const float *x, int64_t n_tok, float *y, nb_route route);
 
 /* As nb_matmul, for a matrix whose rows lie w_stride bytes apart (w_stride >= the bytes of n_in
  * elements): a window of a wider matrix, such as the cached positions of a transposed V cache. */
-nb_status nb_matmul_strided(nb_pool *pool, int wtype, const void *w, size_t w_stride, int64_t n_out, int64_t n_in,
-                            const float *x, int64_t n_tok, float *y);
+NB_API nb_status nb_matmul_strided(nb_pool *pool, int wtype, const void *w, size_t w_stride, int64_t n_out,
+                                   int64_t n_in, const float *x, int64_t n_tok, float *y);
 
 /* Which kernel a weight type runs with on this CPU, e.g. "avx2 q8_0 x q8_0" or "avx2 q4_K x f32";
  * NULL (with nb_last_error set) when nibble has no kernel for the type. */
-const char *nb_matmul_kernel_name(int wtype, nb_route route);
+NB_API const char *nb_matmul_kernel_name(int wtype, nb_route route);
 
 /* ------------------------------------------------------------------ GGUF */
 /* Reader for GGUF v2/v3 (little endian) and writer for v3. The reader maps the file read-only and
@@ -269,52 +277,52 @@ typedef struct nb_gguf_value {
 } nb_gguf_value;
 
 /* "u8", "string", "array", ...; "unknown" for other values. */
-const char *nb_gguf_vtype_name(int type);
+NB_API const char *nb_gguf_vtype_name(int type);
 
-nb_status nb_gguf_open(const char *path, nb_gguf **out);
-nb_status nb_gguf_open_ex(const char *path, unsigned flags, nb_gguf **out);
+NB_API nb_status nb_gguf_open(const char *path, nb_gguf **out);
+NB_API nb_status nb_gguf_open_ex(const char *path, unsigned flags, nb_gguf **out);
 /* Parse a buffer in memory (tests, fuzzing). The buffer must outlive the handle. */
-nb_status nb_gguf_parse(const void *data, size_t len, nb_gguf **out);
-nb_status nb_gguf_parse_ex(const void *data, size_t len, unsigned flags, nb_gguf **out);
-void nb_gguf_close(nb_gguf *g);
+NB_API nb_status nb_gguf_parse(const void *data, size_t len, nb_gguf **out);
+NB_API nb_status nb_gguf_parse_ex(const void *data, size_t len, unsigned flags, nb_gguf **out);
+NB_API void nb_gguf_close(nb_gguf *g);
 
-uint32_t nb_gguf_version(const nb_gguf *g);
-uint32_t nb_gguf_alignment(const nb_gguf *g);
-uint64_t nb_gguf_file_size(const nb_gguf *g);
-uint64_t nb_gguf_data_offset(const nb_gguf *g);  /* where the data section starts in the file */
+NB_API uint32_t nb_gguf_version(const nb_gguf *g);
+NB_API uint32_t nb_gguf_alignment(const nb_gguf *g);
+NB_API uint64_t nb_gguf_file_size(const nb_gguf *g);
+NB_API uint64_t nb_gguf_data_offset(const nb_gguf *g);  /* where the data section starts in the file */
 /* The share of the file's whole 2 MiB spans the kernel maps with 2 MiB pages now, in [0, 1];
  * -1 when unknown (a parsed buffer, a file under 2 MiB, no /proc/self/smaps). Pages not yet
  * faulted in count as not so mapped. */
-double nb_gguf_huge_share(const nb_gguf *g);
+NB_API double nb_gguf_huge_share(const nb_gguf *g);
 
 /* Metadata by index (0 .. count-1, in file order) */
-int64_t nb_gguf_kv_count(const nb_gguf *g);
-int64_t nb_gguf_find_key(const nb_gguf *g, const char *key); /* index, or -1 when absent */
-const char *nb_gguf_kv_key(const nb_gguf *g, int64_t kv);    /* NULL for a bad index */
-nb_status nb_gguf_kv_value(const nb_gguf *g, int64_t kv, nb_gguf_value *out);
-nb_status nb_gguf_arr_value(const nb_gguf *g, int64_t kv, uint64_t i, nb_gguf_value *out);
+NB_API int64_t nb_gguf_kv_count(const nb_gguf *g);
+NB_API int64_t nb_gguf_find_key(const nb_gguf *g, const char *key); /* index, or -1 when absent */
+NB_API const char *nb_gguf_kv_key(const nb_gguf *g, int64_t kv);    /* NULL for a bad index */
+NB_API nb_status nb_gguf_kv_value(const nb_gguf *g, int64_t kv, nb_gguf_value *out);
+NB_API nb_status nb_gguf_arr_value(const nb_gguf *g, int64_t kv, uint64_t i, nb_gguf_value *out);
 
 /* Typed look-ups by key: NB_ERR_RANGE when the key is absent, NB_ERR_FORMAT when it holds another
  * type (no silent conversion: a file must say what a reader expects). */
-nb_status nb_gguf_get_u32(const nb_gguf *g, const char *key, uint32_t *v);
-nb_status nb_gguf_get_i32(const nb_gguf *g, const char *key, int32_t *v);
-nb_status nb_gguf_get_u64(const nb_gguf *g, const char *key, uint64_t *v);
-nb_status nb_gguf_get_f32(const nb_gguf *g, const char *key, float *v);
-nb_status nb_gguf_get_bool(const nb_gguf *g, const char *key, int *v);
-nb_status nb_gguf_get_string(const nb_gguf *g, const char *key, const char **s); /* NUL-terminated */
+NB_API nb_status nb_gguf_get_u32(const nb_gguf *g, const char *key, uint32_t *v);
+NB_API nb_status nb_gguf_get_i32(const nb_gguf *g, const char *key, int32_t *v);
+NB_API nb_status nb_gguf_get_u64(const nb_gguf *g, const char *key, uint64_t *v);
+NB_API nb_status nb_gguf_get_f32(const nb_gguf *g, const char *key, float *v);
+NB_API nb_status nb_gguf_get_bool(const nb_gguf *g, const char *key, int *v);
+NB_API nb_status nb_gguf_get_string(const nb_gguf *g, const char *key, const char **s); /* NUL-terminated */
 /* An array of element type `elem`: its kv index and length. Elements then by index: */
-nb_status nb_gguf_get_array(const nb_gguf *g, const char *key, nb_gguf_vtype elem, int64_t *kv,
-                            uint64_t *count);
-nb_status nb_gguf_arr_u32(const nb_gguf *g, int64_t kv, uint64_t i, uint32_t *v);
-nb_status nb_gguf_arr_i32(const nb_gguf *g, int64_t kv, uint64_t i, int32_t *v);
-nb_status nb_gguf_arr_f32(const nb_gguf *g, int64_t kv, uint64_t i, float *v);
-nb_status nb_gguf_arr_str(const nb_gguf *g, int64_t kv, uint64_t i, const char **s, size_t *len);
+NB_API nb_status nb_gguf_get_array(const nb_gguf *g, const char *key, nb_gguf_vtype elem, int64_t *kv,
+                                   uint64_t *count);
+NB_API nb_status nb_gguf_arr_u32(const nb_gguf *g, int64_t kv, uint64_t i, uint32_t *v);
+NB_API nb_status nb_gguf_arr_i32(const nb_gguf *g, int64_t kv, uint64_t i, int32_t *v);
+NB_API nb_status nb_gguf_arr_f32(const nb_gguf *g, int64_t kv, uint64_t i, float *v);
+NB_API nb_status nb_gguf_arr_str(const nb_gguf *g, int64_t kv, uint64_t i, const char **s, size_t *len);
 
 /* Tensors, in file order */
-int64_t nb_gguf_tensor_count(const nb_gguf *g);
-int64_t nb_gguf_unsupported_count(const nb_gguf *g); /* only non-zero with NB_GGUF_LIST_UNSUPPORTED */
-const nb_gguf_tensor *nb_gguf_tensor_at(const nb_gguf *g, int64_t i);        /* NULL out of range */
-const nb_gguf_tensor *nb_gguf_find_tensor(const nb_gguf *g, const char *name); /* NULL absent */
+NB_API int64_t nb_gguf_tensor_count(const nb_gguf *g);
+NB_API int64_t nb_gguf_unsupported_count(const nb_gguf *g); /* only non-zero with NB_GGUF_LIST_UNSUPPORTED */
+NB_API const nb_gguf_tensor *nb_gguf_tensor_at(const nb_gguf *g, int64_t i);        /* NULL out of range */
+NB_API const nb_gguf_tensor *nb_gguf_find_tensor(const nb_gguf *g, const char *name); /* NULL absent */
 
 /* Writer: GGUF v3. Keys keep the order they were first set in; setting a key again replaces its
  * value. Tensor data is NOT copied: it must stay valid until nb_gguf_writer_write() returns.
@@ -322,23 +330,23 @@ const nb_gguf_tensor *nb_gguf_find_tensor(const nb_gguf *g, const char *name); /
  * general.alignment, when set (u32, power of two), is the alignment used. */
 typedef struct nb_gguf_writer nb_gguf_writer;
 
-nb_status nb_gguf_writer_create(nb_gguf_writer **out);
-void nb_gguf_writer_free(nb_gguf_writer *w);
+NB_API nb_status nb_gguf_writer_create(nb_gguf_writer **out);
+NB_API void nb_gguf_writer_free(nb_gguf_writer *w);
 /* Any scalar type (v->type != ARRAY); a string value is v->v.str (ptr, len). */
-nb_status nb_gguf_writer_set(nb_gguf_writer *w, const char *key, const nb_gguf_value *v);
-nb_status nb_gguf_writer_set_u32(nb_gguf_writer *w, const char *key, uint32_t v);
-nb_status nb_gguf_writer_set_i32(nb_gguf_writer *w, const char *key, int32_t v);
-nb_status nb_gguf_writer_set_u64(nb_gguf_writer *w, const char *key, uint64_t v);
-nb_status nb_gguf_writer_set_f32(nb_gguf_writer *w, const char *key, float v);
-nb_status nb_gguf_writer_set_bool(nb_gguf_writer *w, const char *key, int v);
-nb_status nb_gguf_writer_set_string(nb_gguf_writer *w, const char *key, const char *s);
+NB_API nb_status nb_gguf_writer_set(nb_gguf_writer *w, const char *key, const nb_gguf_value *v);
+NB_API nb_status nb_gguf_writer_set_u32(nb_gguf_writer *w, const char *key, uint32_t v);
+NB_API nb_status nb_gguf_writer_set_i32(nb_gguf_writer *w, const char *key, int32_t v);
+NB_API nb_status nb_gguf_writer_set_u64(nb_gguf_writer *w, const char *key, uint64_t v);
+NB_API nb_status nb_gguf_writer_set_f32(nb_gguf_writer *w, const char *key, float v);
+NB_API nb_status nb_gguf_writer_set_bool(nb_gguf_writer *w, const char *key, int v);
+NB_API nb_status nb_gguf_writer_set_string(nb_gguf_writer *w, const char *key, const char *s);
 /* Array of `count` elements: numeric types as a packed C array of that type (bool: uint8_t 0/1),
  * strings as `const char *const *` (NUL-terminated). */
-nb_status nb_gguf_writer_set_array(nb_gguf_writer *w, const char *key, nb_gguf_vtype elem, const void *data,
-                                   uint64_t count);
-nb_status nb_gguf_writer_add_tensor(nb_gguf_writer *w, const char *name, int type, int n_dims,
-                                    const int64_t *ne, const void *data);
-nb_status nb_gguf_writer_write(nb_gguf_writer *w, const char *path);
+NB_API nb_status nb_gguf_writer_set_array(nb_gguf_writer *w, const char *key, nb_gguf_vtype elem, const void *data,
+                                          uint64_t count);
+NB_API nb_status nb_gguf_writer_add_tensor(nb_gguf_writer *w, const char *name, int type, int n_dims,
+                                           const int64_t *ne, const void *data);
+NB_API nb_status nb_gguf_writer_write(nb_gguf_writer *w, const char *path);
 
 /* ------------------------------------------------------------- tokenizer */
 /* SentencePiece-style tokenizer (GGUF tokenizer.ggml.model = "llama"), id-for-id with llama.cpp's
@@ -383,45 +391,45 @@ typedef struct nb_vocab_desc {
 
 /* Validates the descriptor (ids in range, lengths bounded, types known, scores finite, byte tokens
  * spelled <0xHH>) and builds the look-up tables. Errors name the token index. */
-nb_status nb_tokenizer_create(const nb_vocab_desc *d, nb_tokenizer **out);
+NB_API nb_status nb_tokenizer_create(const nb_vocab_desc *d, nb_tokenizer **out);
 /* The vocabulary of an opened GGUF (tokenizer.ggml.*). Only the "llama" model is supported; the
  * token texts point into g's mapping, so g must outlive the tokenizer. */
-nb_status nb_tokenizer_from_gguf(const nb_gguf *g, nb_tokenizer **out);
-void nb_tokenizer_free(nb_tokenizer *t);
+NB_API nb_status nb_tokenizer_from_gguf(const nb_gguf *g, nb_tokenizer **out);
+NB_API void nb_tokenizer_free(nb_tokenizer *t);
 
 /* Text (any bytes, len of them) -> token ids. add_special: add BOS/EOS where the vocabulary asks
  * for them (llama.cpp's add_special). parse_special: also split out control tokens written in the
  * text ("<start_of_turn>"); user-defined tokens are always split out. Writes at most cap ids;
  * *n_out is the count, and when it exceeds cap the call returns NB_ERR_RANGE (ids holds the
  * first cap). */
-nb_status nb_tokenize(const nb_tokenizer *t, const char *text, size_t len, int add_special,
-                      int parse_special, int32_t *ids, size_t cap, size_t *n_out);
+NB_API nb_status nb_tokenize(const nb_tokenizer *t, const char *text, size_t len, int add_special,
+                             int parse_special, int32_t *ids, size_t cap, size_t *n_out);
 
 /* The bytes a token stands for: U+2581 becomes ' ', <0xHH> the byte HH; control and unknown
  * tokens give "" unless `special`; unused and undefined tokens give "". Writes at most cap bytes
  * (no NUL); *len is the piece length, and when it exceeds cap the call returns NB_ERR_RANGE. An id
  * outside the vocabulary is NB_ERR_INVALID_ARG. */
-nb_status nb_token_to_piece(const nb_tokenizer *t, int32_t id, char *buf, size_t cap, size_t *len,
-                            int special);
+NB_API nb_status nb_token_to_piece(const nb_tokenizer *t, int32_t id, char *buf, size_t cap, size_t *len,
+                                   int special);
 /* Pieces of n ids, concatenated (llama_detokenize). remove_special: drop a leading BOS and a
  * trailing EOS where the vocabulary adds them; unparse_special: render control tokens. With
  * add_space_prefix the first piece loses one leading space (unless a BOS was dropped). Same
  * cap / *len / NB_ERR_RANGE convention as nb_token_to_piece. */
-nb_status nb_detokenize(const nb_tokenizer *t, const int32_t *ids, size_t n, int remove_special,
-                        int unparse_special, char *buf, size_t cap, size_t *len);
+NB_API nb_status nb_detokenize(const nb_tokenizer *t, const int32_t *ids, size_t n, int remove_special,
+                               int unparse_special, char *buf, size_t cap, size_t *len);
 
-int32_t nb_tokenizer_n_tokens(const nb_tokenizer *t);
-int32_t nb_tokenizer_bos(const nb_tokenizer *t);  /* -1 when none */
-int32_t nb_tokenizer_eos(const nb_tokenizer *t);  /* -1 when none */
-int nb_tokenizer_add_bos(const nb_tokenizer *t);  /* the vocabulary wants BOS in front */
+NB_API int32_t nb_tokenizer_n_tokens(const nb_tokenizer *t);
+NB_API int32_t nb_tokenizer_bos(const nb_tokenizer *t);  /* -1 when none */
+NB_API int32_t nb_tokenizer_eos(const nb_tokenizer *t);  /* -1 when none */
+NB_API int nb_tokenizer_add_bos(const nb_tokenizer *t);  /* the vocabulary wants BOS in front */
 /* Id of the token whose text is exactly these bytes ("<end_of_turn>"), or -1. */
-int32_t nb_tokenizer_find(const nb_tokenizer *t, const char *text, size_t len);
+NB_API int32_t nb_tokenizer_find(const nb_tokenizer *t, const char *text, size_t len);
 /* Raw text of a token (not NUL-terminated; NULL for a bad id). */
-const char *nb_tokenizer_text(const nb_tokenizer *t, int32_t id, size_t *len);
-int nb_tokenizer_type(const nb_tokenizer *t, int32_t id); /* nb_token_type, -1 for a bad id */
+NB_API const char *nb_tokenizer_text(const nb_tokenizer *t, int32_t id, size_t *len);
+NB_API int nb_tokenizer_type(const nb_tokenizer *t, int32_t id); /* nb_token_type, -1 for a bad id */
 /* 1 when the token ends generation: EOS, the end-of-turn id, and tokens llama.cpp marks by text
  * ("<end_of_turn>", "<|eot_id|>", "</s>", ...). */
-int nb_tokenizer_is_eog(const nb_tokenizer *t, int32_t id);
+NB_API int nb_tokenizer_is_eog(const nb_tokenizer *t, int32_t id);
 
 /* --------------------------------------------------------------- runtime */
 /* A model is a GGUF checkpoint bound to its architecture's graph (Gemma 3 text today): weights stay
@@ -446,11 +454,11 @@ typedef struct nb_model_info {
 
 /* Opens, validates and binds a model. Refuses an unknown architecture by name, hyperparameters
  * out of range, and any missing or mis-shaped tensor (naming it). */
-nb_status nb_model_load(const char *path, nb_model **out);
-void nb_model_free(nb_model *m);
-const nb_model_info *nb_model_get_info(const nb_model *m);
-const nb_tokenizer *nb_model_tokenizer(const nb_model *m);
-const nb_gguf *nb_model_gguf(const nb_model *m);
+NB_API nb_status nb_model_load(const char *path, nb_model **out);
+NB_API void nb_model_free(nb_model *m);
+NB_API const nb_model_info *nb_model_get_info(const nb_model *m);
+NB_API const nb_tokenizer *nb_model_tokenizer(const nb_model *m);
+NB_API const nb_gguf *nb_model_gguf(const nb_model *m);
 
 typedef struct nb_ctx_params {
     int n_ctx;       /* positions the KV cache holds (default 4096, capped at the training context) */
@@ -460,25 +468,25 @@ typedef struct nb_ctx_params {
     nb_pool *pool;   /* optional shared pool (not owned) */
 } nb_ctx_params;
 
-nb_ctx_params nb_ctx_default_params(void);
-nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out);
-void nb_ctx_free(nb_ctx *c);
+NB_API nb_ctx_params nb_ctx_default_params(void);
+NB_API nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out);
+NB_API void nb_ctx_free(nb_ctx *c);
 /* Appends n tokens at positions pos .. pos+n-1 (batched by n_batch). logits: NULL for none; else
  * n_vocab floats of the last token, or n*n_vocab (one row per token) when all_logits. Refuses
  * (NB_ERR_RANGE, nothing changed) when the tokens would not fit in n_ctx, and token ids outside
  * the vocabulary. Results do not depend on the thread count; like llama.cpp's, they depend on the
  * batches (a batch sums in other orders than single tokens: docs/KERNELS.md), and equal
  * llama.cpp's for the same batches. */
-nb_status nb_ctx_eval(nb_ctx *c, const int32_t *tokens, int n, float *logits, int all_logits);
+NB_API nb_status nb_ctx_eval(nb_ctx *c, const int32_t *tokens, int n, float *logits, int all_logits);
 /* An observer sees the input activations of every weight matrix product, before it runs: the
  * tensor's GGUF name, x as n_tok rows of n_in floats (nibble imatrix collects its statistics this
  * way). Called on the evaluating thread; NULL removes it. */
 typedef void (*nb_observer_fn)(void *user, const char *tensor, const float *x, int64_t n_tok, int64_t n_in);
-void nb_ctx_set_observer(nb_ctx *c, nb_observer_fn fn, void *user);
-int nb_ctx_pos(const nb_ctx *c);
-int nb_ctx_n_ctx(const nb_ctx *c);
-void nb_ctx_reset(nb_ctx *c);              /* forget every position */
-size_t nb_ctx_memory(const nb_ctx *c);     /* bytes of KV cache plus activation arena */
+NB_API void nb_ctx_set_observer(nb_ctx *c, nb_observer_fn fn, void *user);
+NB_API int nb_ctx_pos(const nb_ctx *c);
+NB_API int nb_ctx_n_ctx(const nb_ctx *c);
+NB_API void nb_ctx_reset(nb_ctx *c);              /* forget every position */
+NB_API size_t nb_ctx_memory(const nb_ctx *c);     /* bytes of KV cache plus activation arena */
 
 /* --------------------------------------------------------------- sampling */
 /* llama.cpp's default chain: repetition penalty over the last repeat_last_n accepted tokens,
@@ -496,11 +504,11 @@ typedef struct nb_sampler_params {
     uint64_t seed;
 } nb_sampler_params;
 
-nb_sampler_params nb_sampler_default_params(void);
-nb_status nb_sampler_create(const nb_sampler_params *p, int n_vocab, nb_sampler **out);
-void nb_sampler_free(nb_sampler *s);
-int32_t nb_sampler_sample(nb_sampler *s, const float *logits); /* logits: n_vocab floats */
-void nb_sampler_accept(nb_sampler *s, int32_t tok);             /* a token of the sequence (prompt or generated) */
+NB_API nb_sampler_params nb_sampler_default_params(void);
+NB_API nb_status nb_sampler_create(const nb_sampler_params *p, int n_vocab, nb_sampler **out);
+NB_API void nb_sampler_free(nb_sampler *s);
+NB_API int32_t nb_sampler_sample(nb_sampler *s, const float *logits); /* logits: n_vocab floats */
+NB_API void nb_sampler_accept(nb_sampler *s, int32_t tok); /* a token of the sequence (prompt or generated) */
 
 /* ------------------------------------------------ quality: perplexity and KL divergence */
 /* Perplexity as llama.cpp's llama-perplexity computes it: the text's tokens (tokenized with BOS)
@@ -542,15 +550,15 @@ typedef struct nb_ppl_result {
     double dp_rms, dp_rms_err, dp_max;  /* dp_max: largest |dp| */
 } nb_ppl_result;
 
-nb_ppl_params nb_ppl_default_params(void);
+NB_API nb_ppl_params nb_ppl_default_params(void);
 /* Window and window count of a saved file (either pointer may be NULL), after checking its header
  * and size: a context for nb_perplexity(base_path) needs n_ctx >= the window. */
-nb_status nb_ppl_base_info(const char *path, int *n_ctx, int *n_chunks);
+NB_API nb_status nb_ppl_base_info(const char *path, int *n_ctx, int *n_chunks);
 /* Scores tokens[0 .. n_tokens) on c (tokens NULL when base_path gives them). Uses and resets the
  * context. Refuses a text shorter than one window, a window larger than the context, a base file
  * of another vocabulary or window, and parameters out of range, naming the value and the limit. */
-nb_status nb_perplexity(nb_ctx *c, const int32_t *tokens, int64_t n_tokens, const nb_ppl_params *p,
-                        nb_ppl_result *out);
+NB_API nb_status nb_perplexity(nb_ctx *c, const int32_t *tokens, int64_t n_tokens, const nb_ppl_params *p,
+                               nb_ppl_result *out);
 
 /* -------------------------------------------------- quantize and imatrix */
 /* Model conversion (`nibble quantize`): reads a GGUF of any supported types, picks an output type
@@ -602,26 +610,26 @@ typedef struct nb_quant_params {
     void *user;
 } nb_quant_params;
 
-nb_quant_params nb_quant_default_params(void);
-nb_status nb_quantize_model(const char *in_path, const char *out_path, const nb_quant_params *p);
+NB_API nb_quant_params nb_quant_default_params(void);
+NB_API nb_status nb_quantize_model(const char *in_path, const char *out_path, const nb_quant_params *p);
 /* Type id for a name as ggml prints it, any case ("q4_K", "Q8_0", "f16"); -1 when unknown. */
-int nb_type_from_name(const char *name);
+NB_API int nb_type_from_name(const char *name);
 
-nb_status nb_imatrix_create(nb_imatrix **out);
-void nb_imatrix_free(nb_imatrix *im);
+NB_API nb_status nb_imatrix_create(nb_imatrix **out);
+NB_API void nb_imatrix_free(nb_imatrix *im);
 /* An nb_observer_fn (user = the nb_imatrix): adds x^2 of n_tok rows to the tensor's sums. An
  * allocation failure or a width that changes is remembered and reported by nb_imatrix_status(). */
-void nb_imatrix_observe(void *im, const char *tensor, const float *x, int64_t n_tok, int64_t n_in);
-void nb_imatrix_end_chunk(nb_imatrix *im);            /* one more chunk of text evaluated */
-nb_status nb_imatrix_status(const nb_imatrix *im);    /* NB_OK, or the first failure inside observe */
-int64_t nb_imatrix_count(const nb_imatrix *im);       /* matrices with statistics */
+NB_API void nb_imatrix_observe(void *im, const char *tensor, const float *x, int64_t n_tok, int64_t n_in);
+NB_API void nb_imatrix_end_chunk(nb_imatrix *im);            /* one more chunk of text evaluated */
+NB_API nb_status nb_imatrix_status(const nb_imatrix *im);    /* NB_OK, or the first failure inside observe */
+NB_API int64_t nb_imatrix_count(const nb_imatrix *im);       /* matrices with statistics */
 /* Mean x^2 per input column of a tensor (n_in values), or NULL when it has none. */
-const float *nb_imatrix_find(const nb_imatrix *im, const char *tensor, int64_t *n_in);
+NB_API const float *nb_imatrix_find(const nb_imatrix *im, const char *tensor, int64_t *n_in);
 /* llama.cpp's GGUF imatrix format: general.type = "imatrix", imatrix.datasets (strings),
  * imatrix.chunk_count, imatrix.chunk_size (u32); per matrix "<name>.in_sum2" F32 {n_in, 1} (sum of
  * x^2) and "<name>.counts" F32 {1, 1} (tokens seen), names sorted. */
-nb_status nb_imatrix_save(const nb_imatrix *im, const char *path, const char *dataset, uint32_t chunk_size);
-nb_status nb_imatrix_load(const char *path, nb_imatrix **out);
+NB_API nb_status nb_imatrix_save(const nb_imatrix *im, const char *path, const char *dataset, uint32_t chunk_size);
+NB_API nb_status nb_imatrix_load(const char *path, nb_imatrix **out);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /*
- * kernels.h: the internal kernel interface, the exactness contract between the scalar reference
- * and the SIMD variants, and the per-ISA tables (dispatch.c).
+ * kernels.h: the kernel layer's internals: the tile kernel interface, the exactness contract between
+ * the scalar reference and the SIMD variants, and the per-ISA tables (dispatch.c). Other layers
+ * include kernels/api.h instead.
  *
  * One kernel shape serves GEMV and GEMM: an nb_mm_fn computes a tile of dot products
  *   y[t*ldy + r] = dot(weight row r, activation row t),   r < nr, t < nt,
@@ -46,7 +47,7 @@
 #include <stdint.h>
 
 #include "formats/types.h"
-#include "nibble.h"
+#include "kernels/api.h"
 
 typedef void (*nb_mm_fn)(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
                          int64_t nt, float *y, size_t ldy);
@@ -67,20 +68,11 @@ typedef struct nb_kernel {
     int batch_min, batch_group;
 } nb_kernel;
 
-/* Internal route of F16 weights (nb_matmul_isa): f32 activations holding fp16 values, each output
- * summed in the order of llama.cpp's single-row ggml_vec_dot_f16 on x86 (AVX2): element i into
- * lane i % 8 of accumulator (i % 32) / 8, fma in element order; then accumulators (0+2) + (1+3),
- * lanes m + (m+4), and ((0+1) + (2+3)); elements beyond the last multiple of 32 added in double.
- * llama.cpp takes this order when it multiplies one token by the F16 KV cache (decode attention);
- * nb_vec_dot_f16_vec_ref is its definition. */
-#define NB_ROUTE_VEC ((nb_route)2)
-
 /* Kernel of a weight type for an ISA (falls back to the best lower ISA that has one), or NULL
  * when the type has no kernel. */
 const nb_kernel *nb_kernel_get(nb_isa isa, int wtype);
 
-/* nb_matmul_route with an explicit kernel set (tests compare sets within one process) and a row
- * stride (0: rows packed). */
+/* nb_matmul_ex with an explicit kernel set (tests compare sets within one process). */
 nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, size_t w_stride, int64_t n_out,
                         int64_t n_in, const float *x, int64_t n_tok, float *y, nb_route route);
 
@@ -121,19 +113,6 @@ typedef struct {
  * each unit's codes in the order NVFP4's nibbles take them (elements 0-7, 16-23, 8-15, 24-31). */
 #define NB_ACT_Q8_0X_MX 1001
 #define NB_ACT_Q8_0X_NV 1002
-/* Rounds n floats to fp16 values in place with the active set: what llama.cpp's matrix products
- * do to activations that meet F16 weights (the model's queries and attention probabilities
- * against the F16 KV cache). */
-void nb_round_fp16(float *x, int64_t n);
-/* n floats to their nearest fp16 (RNE) bits with the active set (= nb_fp32_to_fp16 each). */
-void nb_to_fp16(const float *x, uint16_t *h, int64_t n);
-/* Softmax's exponentials as llama.cpp's x86 build takes them: y[i] = e^(x[i] - max) by ggml's
- * AVX2 polynomial (ggml_v_expf: 2^n by exponent bits, a degree-5 polynomial on the remainder,
- * not libm's expf), x[i] = -inf giving 0; returns their sum taken as ggml_vec_soft_max_f32 does:
- * each 8 in the nb_lane_sum tree, those sums added in double. Elements beyond n count as 0 (a
- * chunk of 8 that n cuts), so a caller whose rows start at a multiple of 8 of llama.cpp's cache
- * cells gets its sums. Every set gives the same bits (tested). */
-double nb_softmax_exp(const float *x, float *y, int64_t n, float max);
 /* The set for a kernel set (AVX-512 uses AVX2's; lowered to what the CPU runs). */
 const nb_act_set *nb_act_get(nb_isa isa);
 /* Quantizes one activation row to act_type (Q8_0, Q8_K, NB_ACT_Q8_0X, _MX or _NV) with an ISA's set. */
@@ -141,12 +120,9 @@ void nb_quantize_act(nb_isa isa, int act_type, const float *x, void *dst, int64_
 
 /* Software prefetch distance of the SIMD tiles: each weight row is touched this many bytes ahead
  * of the block being decoded. Decode is memory bound and a tile streams 4 rows at once; with the
- * hardware prefetcher alone one core kept too few misses in flight (1024 was best of
- * 0/512/1024/2048 on Zen 4, about +20 % on a 16384 x 14336 Q8_0/Q5_0 GEMV, best of 10 runs).
- * Q8_0 (34-byte units, the most bytes per instruction) streams best at half that distance: on
- * Zen 4 with 2 MiB pages, 512 against 1024 gave Q8_0 +11 % (16384 x 14336) and +8 % (262144 x
- * 640, Gemma's output matrix) and 1-thread decode of the default model +9 %, while Q4_0, Q5_0,
- * MXFP4, NVFP4 and Q4_K lost 2-7 % at 512 (medians of 37 runs, 1 thread, 2026-11-29). */
+ * hardware prefetcher alone one core keeps too few misses in flight. Q8_0 (34-byte units, the
+ * most bytes per instruction) streams best at half that distance; the other types lose at it.
+ * Measurements: docs/BENCHMARKS.md, "Prefetch distance". */
 #define NB_PREFETCH_BYTES 1024
 static inline size_t nb_prefetch_bytes(int unit_bytes) { return unit_bytes == 34 ? 512 : NB_PREFETCH_BYTES; }
 

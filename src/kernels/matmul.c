@@ -171,14 +171,19 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
     return NB_OK;
 }
 
+nb_status nb_matmul_ex(nb_pool *pool, int wtype, const void *w, size_t w_stride, int64_t n_out, int64_t n_in,
+                       const float *x, int64_t n_tok, float *y, nb_route route) {
+    return nb_matmul_isa(nb_isa_active(), pool, wtype, w, w_stride, n_out, n_in, x, n_tok, y, route);
+}
+
 nb_status nb_matmul_route(nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in, const float *x,
                           int64_t n_tok, float *y, nb_route route) {
-    return nb_matmul_isa(nb_isa_active(), pool, wtype, w, 0, n_out, n_in, x, n_tok, y, route);
+    return nb_matmul_ex(pool, wtype, w, 0, n_out, n_in, x, n_tok, y, route);
 }
 
 nb_status nb_matmul_strided(nb_pool *pool, int wtype, const void *w, size_t w_stride, int64_t n_out, int64_t n_in,
                             const float *x, int64_t n_tok, float *y) {
-    return nb_matmul_isa(nb_isa_active(), pool, wtype, w, w_stride, n_out, n_in, x, n_tok, y, NB_ROUTE_QUANT);
+    return nb_matmul_ex(pool, wtype, w, w_stride, n_out, n_in, x, n_tok, y, NB_ROUTE_QUANT);
 }
 
 nb_status nb_matmul(nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in, const float *x,

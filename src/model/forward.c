@@ -21,8 +21,8 @@
 #include <sys/mman.h>
 
 #include "base/error.h"
-#include "formats/codes.h"
-#include "kernels/kernels.h"
+#include "kernels/api.h"
+#include "model/context.h"
 #include "model/model.h"
 
 /* ------------------------------------------------------------ small ops */
@@ -60,6 +60,25 @@ static void rope_neox(float *x, int d, const float *cs) {
 }
 
 /* ------------------------------------------------------------ context */
+
+/* Defined here, the only file that reads it: other layers go through model/context.h. */
+struct nb_ctx {
+    const nb_model *m;
+    nb_pool *pool;
+    int own_pool;
+    int n_ctx, n_batch, kv_type; /* kv_type: NB_TYPE_F16 or NB_TYPE_F32 */
+    int n_cells;                 /* cache positions: n_ctx rounded up to 32 (attention reads whole 32s) */
+    int pos;                     /* tokens already in the cache */
+    size_t kv_row_bytes;         /* one cached head row: head_dim elements of kv_type */
+    uint8_t *k_cache;            /* (n_layer, n_head_kv, n_cells, head_dim), zero until written */
+    uint8_t *v_cache;            /* (n_layer, n_head_kv, head_dim, n_cells): transposed */
+    /* activation arena, (n_batch, width) each */
+    float *x, *h, *q, *k, *v, *att, *o, *g, *u;
+    float *scores;               /* (n_threads, ATT_SCRATCH): scores, rounded queries */
+    nb_observer_fn observer;     /* optional: sees every matmul input */
+    void *observer_user;
+    size_t arena_bytes;          /* KV cache plus arena, allocated once */
+};
 
 /* Per-thread attention scratch: G score rows of n_cells and G rounded queries. */
 #define ATT_SCRATCH(G, n_cells, D) ((size_t)(G) * (size_t)(n_cells) + (size_t)(G) * (size_t)(D))
@@ -110,8 +129,9 @@ nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out)
      * 0, so they must hold finite values) and resident only once touched */
     uint8_t *mem = mmap(NULL, c->arena_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
+        const size_t bytes = c->arena_bytes; /* read before c is freed */
         nb_ctx_free(c);
-        return nb_fail(NB_ERR_NOMEM, "context: cannot allocate %zu bytes for n_ctx %d", c->arena_bytes, d.n_ctx);
+        return nb_fail(NB_ERR_NOMEM, "context: cannot allocate %zu bytes for n_ctx %d", bytes, d.n_ctx);
     }
     c->k_cache = mem;
     c->v_cache = mem + cache;
@@ -136,6 +156,8 @@ void nb_ctx_set_observer(nb_ctx *c, nb_observer_fn fn, void *user) {
     c->observer_user = user;
 }
 
+const nb_model *nb_ctx_model(const nb_ctx *c) { return c->m; }
+nb_pool *nb_ctx_pool(const nb_ctx *c) { return c->pool; }
 int nb_ctx_pos(const nb_ctx *c) { return c->pos; }
 int nb_ctx_n_ctx(const nb_ctx *c) { return c->n_ctx; }
 void nb_ctx_reset(nb_ctx *c) { c->pos = 0; }
@@ -153,7 +175,7 @@ typedef struct batch {
 /* The cache of layer il, kv head g. K is (position, head_dim): one head's keys form a matrix of
  * n_cells rows that nb_matmul reads in place to score a query. V is stored transposed, (head_dim,
  * position), so that the weighted sum of values is also a matrix product: head_dim rows of
- * n_cells positions, of which a query uses a window (nb_matmul_isa with a row stride). */
+ * n_cells positions, of which a query uses a window (nb_matmul_ex with a row stride). */
 static uint8_t *kv_head(const nb_ctx *c, uint8_t *cache, int il, int g) {
     const size_t heads = (size_t)c->m->info.n_head_kv;
     return cache + ((size_t)il * heads + (size_t)g) * (size_t)c->n_cells * c->kv_row_bytes;
@@ -219,9 +241,8 @@ static void attend_one(nb_ctx *c, const batch *b, nb_pool *pool, int t, int g, f
         q = qr;
         if (b->n == 1) route = NB_ROUTE_VEC;
     }
-    const nb_isa isa = nb_isa_active();
-    nb_matmul_isa(isa, pool, c->kv_type, kv_head(c, c->k_cache, b->il, g) + (size_t)lo32 * c->kv_row_bytes, 0, nk, D, q,
-                  G, scores, route);
+    nb_matmul_ex(pool, c->kv_type, kv_head(c, c->k_cache, b->il, g) + (size_t)lo32 * c->kv_row_bytes, 0, nk, D, q, G,
+                 scores, route);
     for (int r = 0; r < G; r++) {
         float *s = scores + (size_t)r * nk, mx = -INFINITY;
         for (int j = 0; j < nk; j++)
@@ -231,8 +252,8 @@ static void attend_one(nb_ctx *c, const batch *b, nb_pool *pool, int t, int g, f
         for (int j = 0; j < nk; j++) s[j] *= inv;
         if (c->kv_type == NB_TYPE_F16) nb_round_fp16(s, nk);
     }
-    nb_matmul_isa(isa, pool, c->kv_type, kv_head(c, c->v_cache, b->il, g) + (size_t)lo32 * esz, (size_t)c->n_cells * esz,
-                  D, nk, scores, G, c->att + ((size_t)t * HQ + (size_t)g * G) * D, route);
+    nb_matmul_ex(pool, c->kv_type, kv_head(c, c->v_cache, b->il, g) + (size_t)lo32 * esz, (size_t)c->n_cells * esz, D,
+                 nk, scores, G, c->att + ((size_t)t * HQ + (size_t)g * G) * D, route);
 }
 
 /* Prefill: the work items (token, kv head) split evenly over the threads, chunk i on thread i with

@@ -1,5 +1,6 @@
 /*
- * model.h: a GGUF checkpoint bound to the Gemma 3 text graph, and the state of one sequence.
+ * model.h: a GGUF checkpoint bound to the Gemma 3 text graph (gemma3.c builds it, forward.c runs
+ * it; the context it runs in is defined in forward.c).
  *
  * Weights stay in the read-only mapping of the file: a weight is a (type, pointer) pair that the
  * kernel layer reads in place. Activations and the KV cache live in one arena per context,
@@ -49,24 +50,6 @@ struct nb_model {
     const float *output_norm;   /* (n_embd) */
     nb_layer layers[NB_MAX_LAYERS];
     float gelu_f16[65536];      /* GELU(tanh) of every fp16 input, rounded to fp16, as llama.cpp */
-};
-
-struct nb_ctx {
-    const nb_model *m;
-    nb_pool *pool;
-    int own_pool;
-    int n_ctx, n_batch, kv_type; /* kv_type: NB_TYPE_F16 or NB_TYPE_F32 */
-    int n_cells;                 /* cache positions: n_ctx rounded up to 32 (attention reads whole 32s) */
-    int pos;                     /* tokens already in the cache */
-    size_t kv_row_bytes;         /* one cached head row: head_dim elements of kv_type */
-    uint8_t *k_cache;            /* (n_layer, n_head_kv, n_cells, head_dim), zero until written */
-    uint8_t *v_cache;            /* (n_layer, n_head_kv, head_dim, n_cells): transposed */
-    /* activation arena, (n_batch, width) each */
-    float *x, *h, *q, *k, *v, *att, *o, *g, *u;
-    float *scores;               /* (n_threads, ATT_SCRATCH): scores, rounded queries */
-    nb_observer_fn observer;     /* optional: sees every matmul input */
-    void *observer_user;
-    size_t arena_bytes;          /* KV cache plus arena, allocated once */
 };
 
 #endif

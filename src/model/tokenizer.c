@@ -248,7 +248,7 @@ nb_status nb_tokenizer_create(const nb_vocab_desc *d, nb_tokenizer **out) {
     t->slot = calloc(slots, sizeof *t->slot);
     if (!t->tok || !t->slot) {
         nb_tokenizer_free(t);
-        return nb_fail(NB_ERR_NOMEM, "vocabulary: tables for %d tokens", (int)t->n);
+        return nb_fail(NB_ERR_NOMEM, "vocabulary: tables for %d tokens", (int)d->n_tokens); /* t is freed */
     }
     for (int32_t i = 0; i < t->n; i++) {
         if ((s = load_token(t, d, i))) {

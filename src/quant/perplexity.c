@@ -17,7 +17,7 @@
 
 #include "base/checked.h"
 #include "base/error.h"
-#include "model/model.h"
+#include "model/context.h"
 #include "quant/perplexity.h"
 
 #define PPL_DEFAULT_CTX 512
@@ -242,7 +242,7 @@ static void run_free(ppl_run *r) {
 
 /* Window, chunk count and the base file, after checking them against the context and model. */
 static nb_status run_plan(ppl_run *r, const int32_t *tokens, int64_t n_tokens, const nb_ppl_params *p) {
-    const nb_model_info *in = nb_model_get_info(r->c->m);
+    const nb_model_info *in = nb_model_get_info(nb_ctx_model(r->c));
     nb_status s;
     r->n_vocab = in->n_vocab;
     if (p->base_path) {
@@ -278,7 +278,7 @@ static nb_status run_plan(ppl_run *r, const int32_t *tokens, int64_t n_tokens, c
     if (p->n_rows < 1) return nb_fail(NB_ERR_RANGE, "n_rows %d must be >= 1", p->n_rows);
     r->first = r->n_ctx / 2;
     r->n_rows = p->n_rows < r->n_ctx - 1 - r->first ? p->n_rows : r->n_ctx - 1 - r->first;
-    const nb_tokenizer *tok = nb_model_tokenizer(r->c->m);
+    const nb_tokenizer *tok = nb_model_tokenizer(nb_ctx_model(r->c));
     r->bos = nb_tokenizer_add_bos(tok) ? nb_tokenizer_bos(tok) : -1;
     return NB_OK;
 }
@@ -324,7 +324,7 @@ static nb_status score_group(ppl_run *r, int w, int pos, int n) {
     j->next = win + pos + 1;
     for (int i = 0; r->base && i < n; i++)
         if ((s = nb_lprob_read(r->base, &r->base_recs[i]))) return s;
-    if ((s = nb_pool_for(r->c->pool, n, 1, rows_stats, j))) return s;
+    if ((s = nb_pool_for(nb_ctx_pool(r->c), n, 1, rows_stats, j))) return s;
     sums *t = &r->s;
     for (int i = 0; i < n; i++) {
         const double v = j->nll[i];

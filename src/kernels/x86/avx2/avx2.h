@@ -23,7 +23,8 @@ static inline int32_t nb_avx2_hsum_epi32(__m256i v) {
     return _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 1)));
 }
 
-/* The tile kernels of each file, for the table in table_avx2.c. */
+/* The tile kernels of each file, for the tables nb_kernels_avx2 (float_avx2.c) and
+ * nb_kernels_avx512 (x86/avx512/units_avx512.c). */
 void nb_mm_q4_0_q8_0_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q5_0_q8_0_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q8_0_q8_0_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);

@@ -84,7 +84,7 @@ FL_KERNEL(f32)
 FL_KERNEL(f16)
 FL_KERNEL(bf16)
 
-/* F16 in llama.cpp's single-row order (NB_ROUTE_VEC, kernels.h): four accumulators per output, so
+/* F16 in llama.cpp's single-row order (NB_ROUTE_VEC, kernels/api.h): four accumulators per output, so
  * a tile's rows go one at a time against its T tokens (4*T accumulators). */
 static inline __attribute__((always_inline)) void tile_f16_vec(int R, int T, int64_t n, const uint8_t *w, size_t ws,
                                                                size_t rs, const uint8_t *a, size_t as, float *y,

@@ -1,0 +1,41 @@
+/*
+ * api.h: what the rest of the library may call in the kernel layer beyond nibble.h's nb_matmul*.
+ * Everything here runs on the active kernel set; the tables, tile kernels and the exactness
+ * contract stay behind kernels.h, which only the layer itself (and its tests) include.
+ */
+#ifndef NB_KERNELS_API_H
+#define NB_KERNELS_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nibble.h"
+
+/* Internal route of F16 weights, not in nibble.h's nb_route: f32 activations holding fp16 values,
+ * each output summed in the order of llama.cpp's single-row ggml_vec_dot_f16 on x86 (AVX2):
+ * element i into lane i % 8 of accumulator (i % 32) / 8, fma in element order; then accumulators
+ * (0+2) + (1+3), lanes m + (m+4), and ((0+1) + (2+3)); elements beyond the last multiple of 32
+ * added in double. llama.cpp takes this order when it multiplies one token by the F16 KV cache
+ * (decode attention); nb_vec_dot_f16_vec_ref is its definition. */
+#define NB_ROUTE_VEC ((nb_route)2)
+
+/* nb_matmul_route with a row stride as nb_matmul_strided's (0: rows packed); the route may be
+ * NB_ROUTE_VEC. */
+nb_status nb_matmul_ex(nb_pool *pool, int wtype, const void *w, size_t w_stride, int64_t n_out, int64_t n_in,
+                       const float *x, int64_t n_tok, float *y, nb_route route);
+
+/* Rounds n floats to fp16 values in place with the active set: what llama.cpp's matrix products
+ * do to activations that meet F16 weights (the model's queries and attention probabilities
+ * against the F16 KV cache). */
+void nb_round_fp16(float *x, int64_t n);
+/* n floats to their nearest fp16 (RNE) bits with the active set (= nb_fp32_to_fp16 each). */
+void nb_to_fp16(const float *x, uint16_t *h, int64_t n);
+/* Softmax's exponentials as llama.cpp's x86 build takes them: y[i] = e^(x[i] - max) by ggml's
+ * AVX2 polynomial (ggml_v_expf: 2^n by exponent bits, a degree-5 polynomial on the remainder,
+ * not libm's expf), x[i] = -inf giving 0; returns their sum taken as ggml_vec_soft_max_f32 does:
+ * each 8 in kernels.h's nb_lane_sum tree, those sums added in double. Elements beyond n count as 0 (a
+ * chunk of 8 that n cuts), so a caller whose rows start at a multiple of 8 of llama.cpp's cache
+ * cells gets its sums. Every set gives the same bits (tested). */
+double nb_softmax_exp(const float *x, float *y, int64_t n, float max);
+
+#endif
