@@ -9,11 +9,10 @@
  *   nibble explain dot --format mxfp4|nvfp4|q4_k|int4 --scale S -w "..." -x "..."
  *   nibble explain compare MODEL.gguf TENSOR [--rows N] [-x FILE]
  *
- * Every form takes --json; most take --svg FILE. This file dispatches, explains codes and holds the
- * output helpers; the other forms live in explain_block.c, explain_dot.c, explain_compare.c, and
- * the pictures in explain_svg.c. Guide: docs/EXPLAIN.md.
+ * Every form takes --json; most take --svg FILE. This file dispatches and explains codes; the other
+ * forms live in explain_block.c, explain_dot.c and explain_compare.c, their shared output helpers in
+ * explain_out.c, and the pictures in the library (src/explain/pictures.c). Guide: docs/EXPLAIN.md.
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,21 +22,6 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/explain.h"
-
-/* ------------------------------------------------------------ helpers */
-
-void ex_json_str(FILE *f, const char *s) { arg_json_str(f, s, strlen(s)); }
-
-void ex_json_num(FILE *f, double v) {
-    char buf[48];
-    if (!isfinite(v)) fputs("null", f);
-    else fputs(nb_fmt_float(v, 0, buf, sizeof buf), f);
-}
-
-const char *ex_num(int slot, double v) {
-    static char bufs[8][48];
-    return nb_fmt_float(v, 1, bufs[slot & 7], sizeof bufs[0]);
-}
 
 /* ------------------------------------------------------------- codes */
 
@@ -151,7 +135,8 @@ int explain_codes(int argc, char **argv) {
         char title[128];
         snprintf(title, sizeof title, "codebooks at scale %s%s%s", ex_num(0, scale), mark ? ", marked: " : "",
                  mark ? text : "");
-        return ex_svg_ruler(svg, scale, mark ? &v : NULL, mark, title);
+        nb_status st = nb_picture_ruler(svg, scale, mark ? &v : NULL, mark, title);
+        return st ? arg_status(st) : 0;
     }
     return 0;
 }

@@ -302,7 +302,7 @@ static int load_tensor(source *src, int col, uint8_t *blk, int *type, float *tsc
     else {
         size_t row_bytes;
         nb_row_bytes(t->type, t->ne[0], &row_bytes);
-        src->rows = t->ne[1] * t->ne[2] * t->ne[3];
+        src->rows = nb_gguf_tensor_rows(t);
         src->blocks = t->ne[0] / in->block_elems;
         if (col >= 0) {
             if (col >= t->ne[0]) {
@@ -406,7 +406,9 @@ int explain_block(int argc, char **argv) {
         if (src.file) snprintf(title, sizeof title, "%s row %lld block %lld (%s)", src.tensor, (long long)src.row,
                                (long long)src.block, nb_type_name(type));
         else snprintf(title, sizeof title, "%s article fixture", nb_type_name(type));
-        return ex_svg_block(svg, &bt, blk, byte >= 0 ? byte : lt[0].payload, title);
+        st = nb_picture_block(svg, &bt, blk, byte >= 0 ? byte : lt[0].payload, title);
+        if (st == NB_ERR_UNSUPPORTED) return arg_error("--svg: %s", nb_last_error());
+        return st ? arg_status(st) : 0;
     }
     return 0;
 }

@@ -198,7 +198,8 @@ int explain_dot(int argc, char **argv) {
         char title[160];
         snprintf(title, sizeof title, "%s at scale %s: weights (dots) and their reconstructions (arrows)", names[p.format],
                  ex_num(0, r12(t.scale)));
-        return ex_svg_ruler(svg, t.scale, w, nw, title);
+        st = nb_picture_ruler(svg, t.scale, w, nw, title);
+        return st ? arg_status(st) : 0;
     }
     return 0;
 }

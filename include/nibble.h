@@ -163,6 +163,10 @@ NB_API nb_status nb_quantize_mxfp4_roundup(const float *x, void *dst, int64_t n)
  * even of x/(blockscale/S), saturating at +-6. Writes 1/S to *tensor_scale: dequantize(dst)
  * times *tensor_scale approximates x. In GGUF that factor is the F32 tensor "<name>.scale". */
 NB_API nb_status nb_quantize_nvfp4_2level(const float *x, void *dst, int64_t n, float *tensor_scale);
+/* The same with the tensor's |max| given (at least every |x[i]|, else NB_ERR_INVALID_ARG), for a
+ * tensor quantized a few rows at a time: each call makes the blocks nb_quantize_nvfp4_2level
+ * makes of the whole tensor, and the same *tensor_scale. */
+NB_API nb_status nb_quantize_nvfp4_2level_amax(const float *x, void *dst, int64_t n, float amax, float *tensor_scale);
 
 /* ------------------------------------------------------- threads and matmul */
 /* One thread pool serves every kernel. A pool of N threads is the calling thread plus N-1
@@ -323,6 +327,7 @@ NB_API int64_t nb_gguf_tensor_count(const nb_gguf *g);
 NB_API int64_t nb_gguf_unsupported_count(const nb_gguf *g); /* only non-zero with NB_GGUF_LIST_UNSUPPORTED */
 NB_API const nb_gguf_tensor *nb_gguf_tensor_at(const nb_gguf *g, int64_t i);        /* NULL out of range */
 NB_API const nb_gguf_tensor *nb_gguf_find_tensor(const nb_gguf *g, const char *name); /* NULL absent */
+NB_API int64_t nb_gguf_tensor_rows(const nb_gguf_tensor *t);                      /* ne[1]*ne[2]*ne[3] */
 
 /* Writer: GGUF v3. Keys keep the order they were first set in; setting a key again replaces its
  * value. Tensor data is NOT copied: it must stay valid until nb_gguf_writer_write() returns.

@@ -416,6 +416,92 @@ TEST(cli_model) {
     }
 }
 
+/* The _amax route against the one it replaces: the row plus a block holding the tensor's |max|,
+ * quantized by nb_quantize_nvfp4_2level with that block dropped. */
+TEST(nvfp4_2level_amax_matches_padded_row) {
+    enum { N = 256, ROWS = 24 };
+    static float x[ROWS][N], padded[N + 64];
+    uint8_t want[(N + 64) / 64 * 36], got[N / 64 * 36];
+    srand(7);
+    float amax = 0;
+    for (int r = 0; r < ROWS; r++) {
+        const float size = r % 4 == 3 ? 1e-30f : powf(10.0f, (float)(r % 7) - 3);
+        for (int i = 0; i < N; i++) {
+            x[r][i] = r == 5 || (i % 13 == 0) ? 0 : size * ((float)rand() / (float)RAND_MAX - 0.5f);
+            amax = fmaxf(amax, fabsf(x[r][i]));
+        }
+    }
+    for (int r = 0; r < ROWS; r++) {
+        float ts_want, ts_got;
+        memset(padded, 0, sizeof padded);
+        memcpy(padded, x[r], sizeof x[r]);
+        padded[N] = amax;
+        CHECK(nb_quantize_nvfp4_2level(padded, want, N + 64, &ts_want) == NB_OK, "row %d: padded route refused", r);
+        CHECK(nb_quantize_nvfp4_2level_amax(x[r], got, N, amax, &ts_got) == NB_OK, "row %d: %s", r, nb_last_error());
+        CHECK(!memcmp(want, got, sizeof got) && ts_want == ts_got, "row %d: blocks or tensor scale differ", r);
+    }
+    /* with the row's own maximum it is nb_quantize_nvfp4_2level of the row */
+    float ts_want, ts_got, own = 0;
+    for (int i = 0; i < N; i++) own = fmaxf(own, fabsf(x[2][i]));
+    CHECK(nb_quantize_nvfp4_2level(x[2], want, N, &ts_want) == NB_OK &&
+              nb_quantize_nvfp4_2level_amax(x[2], got, N, own, &ts_got) == NB_OK && !memcmp(want, got, sizeof got) &&
+              ts_want == ts_got,
+          "own maximum: differs from nb_quantize_nvfp4_2level");
+    CHECK(nb_quantize_nvfp4_2level_amax(x[2], got, N, own / 2, &ts_got) == NB_ERR_INVALID_ARG,
+          "a maximum below |x| accepted");
+    CHECK(nb_quantize_nvfp4_2level_amax(x[2], got, N, NAN, &ts_got) == NB_ERR_INVALID_ARG, "a NaN maximum accepted");
+}
+
+static int same_result(const nb_compare_result *a, const nb_compare_result *b) {
+    if (a->rows != b->rows || a->n_formats != b->n_formats) return 0;
+    for (int f = 0; f < a->n_formats; f++) {
+        const nb_compare_format *x = &a->formats[f], *y = &b->formats[f];
+        if (x->applicable != y->applicable || x->weight_rmse != y->weight_rmse || x->weight_max != y->weight_max ||
+            x->output_rmse != y->output_rmse || x->output_max != y->output_max || x->tensor_scale != y->tensor_scale ||
+            memcmp(&x->hist, &y->hist, sizeof x->hist))
+            return 0;
+    }
+    return 1;
+}
+
+TEST(compare_formats_on_a_synthetic_tensor) {
+    enum { N_IN = 256, ROWS = 300 }; /* more rows than one chunk of the engine */
+    static float w[ROWS * N_IN];
+    srand(3);
+    for (int i = 0; i < ROWS * N_IN; i++) w[i] = 0.05f * ((float)rand() / (float)RAND_MAX - 0.5f);
+    nb_gguf_tensor t = {.name = "w", .type = NB_TYPE_F32, .supported = 1, .n_dims = 3, .ne = {N_IN, 100, 3, 1},
+                        .bytes = sizeof w, .data = w};
+    CHECK(nb_gguf_tensor_rows(&t) == ROWS, "rows %lld", (long long)nb_gguf_tensor_rows(&t));
+    static nb_compare_result one, four, part;
+    nb_compare_params p = {.n_tok = 3, .seed = 5, .route = NB_ROUTE_F32, .threads = 1, .hist = 1};
+    CHECK(nb_compare_formats(&t, &p, &one) == NB_OK, "%s", nb_last_error());
+    p.threads = 4;
+    CHECK(nb_compare_formats(&t, &p, &four) == NB_OK, "%s", nb_last_error());
+    CHECK(same_result(&one, &four), "results depend on the thread count");
+    CHECK(one.rows == ROWS && one.rows_total == ROWS && one.row_length == N_IN && one.n_formats == NB_COMPARE_FORMATS,
+          "shape %lld of %lld", (long long)one.rows, (long long)one.rows_total);
+    const nb_compare_format *q8 = &one.formats[0], *q4 = &one.formats[4], *two = &one.formats[NB_COMPARE_FORMATS - 1];
+    CHECK(!strcmp(q8->name, "q8_0") && !strcmp(q4->name, "q4_0"), "format order: %s %s", q8->name, q4->name);
+    CHECK(q8->weight_rmse > 0 && q8->weight_rmse < q4->weight_rmse && q8->output_rmse < q4->output_rmse,
+          "q8_0 error %g not below q4_0's %g", q8->weight_rmse, q4->weight_rmse);
+    CHECK(q8->weight_sqnr_db > q4->weight_sqnr_db, "SQNR q8_0 %g, q4_0 %g", q8->weight_sqnr_db, q4->weight_sqnr_db);
+    CHECK(two->tensor_scale != 1 && q4->tensor_scale == 1, "tensor scales %g %g", two->tensor_scale, q4->tensor_scale);
+    for (int f = 0; f < NB_COMPARE_FORMATS; f++) {
+        const nb_compare_format *r = &one.formats[f];
+        long total = r->hist.zero + r->hist.over;
+        for (int k = 0; k < 64; k++) total += r->hist.bins[k];
+        CHECK(r->applicable && total == (long)ROWS * N_IN, "%s: histogram holds %ld", r->name, total);
+    }
+    /* a row limit; a row length that fits only the 32-element formats */
+    p.rows = 10;
+    CHECK(nb_compare_formats(&t, &p, &part) == NB_OK && part.rows == 10, "--rows 10: %lld", (long long)part.rows);
+    t.ne[0] = 96, t.ne[1] = 10, t.ne[2] = 1;
+    CHECK(nb_compare_formats(&t, &p, &part) == NB_OK, "%s", nb_last_error());
+    CHECK(part.formats[0].applicable && !part.formats[1].applicable &&
+              strstr(part.formats[1].why, "not a multiple of 256") != NULL,
+          "q6_K on rows of 96: %s", part.formats[1].why);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     test_nibble_bin(argv[0], nibble_bin, sizeof nibble_bin);
@@ -431,5 +517,7 @@ int main(int argc, char **argv) {
     RUN(cli_bad_input);
     RUN(cli_svg);
     RUN(cli_model);
+    RUN(nvfp4_2level_amax_matches_padded_row);
+    RUN(compare_formats_on_a_synthetic_tensor);
     return test_summary();
 }

@@ -1,6 +1,6 @@
 /*
  * explain.h: the arithmetic behind `nibble explain`, as values a program can check. Nothing here
- * prints; cli/explain*.c renders these traces as text, JSON and SVG. The three questions the seed
+ * prints; cli/explain*.c renders these traces as text and JSON, pictures.c draws them as SVG. The three questions the seed
  * articles ask of every 4-bit code are the three parts of a trace: what does the code mean (its
  * fields and decoding rule), who owns its scale (the sub-block and the scale's bytes), and where
  * does the result go (the lane, i.e. the element's position in the block).
@@ -17,6 +17,8 @@
  *    same byte can be handed to every decoder.
  *  - Toy dot products: nb_dot_explain() quantizes a short row at a chosen scale the way the
  *    articles do by hand and returns each lane's contribution and the signed output error.
+ *  - Real tensors: nb_compare_formats() requantizes one with every 4-to-8-bit format and measures
+ *    the weight and output error of each.
  *
  * Types traced: f32, f16, bf16 (one element per "block"), q4_0, q5_0, q8_0, q4_K, q5_K, q6_K,
  * mxfp4, nvfp4. Failures return nb_status with nb_last_error() naming the input and its limit.
@@ -172,5 +174,61 @@ typedef struct nb_dot_trace {
 nb_status nb_dot_explain(const nb_dot_params *p, const double *w, const double *x, int n, nb_dot_trace *out);
 /* Nearest E2M1 code to v (ties as ties_low says); *tie set when v sat midway. */
 int nb_e2m1_nearest(double v, int ties_low, int *tie);
+
+/* ------------------------------------------------------------- compare */
+
+#define NB_COMPARE_FORMATS 9 /* q8_0 q6_K q5_0 q4_K q4_0 mxfp4 (and round-up) nvfp4 (and two-level) */
+
+typedef struct nb_error_hist {
+    int bins[64];    /* counts of log10(|error| / rms(w)) in [-6, 0), 10 bins per decade (60 used) */
+    long zero, over; /* exact zeros (and below 1e-6), and errors >= rms(w) */
+} nb_error_hist;
+
+typedef struct nb_compare_params {
+    int64_t rows;    /* the first rows only; 0: all */
+    const float *x;  /* n_tok activation vectors of the row length, or NULL: sampled */
+    int n_tok;       /* 1..4096 */
+    uint64_t seed;   /* of the sampled standard-normal activations (splitmix64, Box-Muller) */
+    nb_route route;  /* of nb_matmul_route, for the file's rows and the requantized ones alike */
+    int threads;     /* as nb_pool_create; the results do not depend on it */
+    int hist;        /* fill each format's histogram (the rms(w) unit: the first 256 rows) */
+} nb_compare_params;
+
+typedef struct nb_compare_format {
+    const char *name;  /* "q8_0" ... "mxfp4 round-up", "nvfp4 two-level" */
+    int type;
+    int applicable;    /* 0: the row length is not a multiple of the block; why says so */
+    char why[96];
+    double weight_rmse, weight_max, weight_sqnr_db; /* requantized vs the file's values */
+    double output_rmse, output_max, output_sqnr_db; /* nb_matmul of both; SQNR +inf when exact */
+    float tensor_scale; /* two-level: the factor decoded values are multiplied by; else 1 */
+    nb_error_hist hist;
+} nb_compare_format;
+
+typedef struct nb_compare_result {
+    int64_t row_length, rows, rows_total;
+    int n_formats;
+    nb_compare_format formats[NB_COMPARE_FORMATS];
+} nb_compare_result;
+
+/* Requantizes the tensor's first rows with each format's reference quantizer (mxfp4 round-up and
+ * nvfp4 two-level: nibble's options; two-level with the compared rows' |max|) and measures the
+ * weight and output error against the file's own values, a chunk of rows at a time. */
+nb_status nb_compare_formats(const nb_gguf_tensor *t, const nb_compare_params *p, nb_compare_result *out);
+
+/* ------------------------------------------------------------ pictures */
+/* SVG through nb_svg (svg.h: temp file + rename, "-" for standard output). */
+
+/* The E2M1 codebook at a scale as marks on a ruler above the uniform INT4 marks; each ruler's
+ * reach shaded blue, what clips red; the n weights w (may be 0) as dots with arrows to the mark
+ * each reconstructs to. */
+nb_status nb_picture_ruler(const char *path, double scale, const double *w, int n, const char *title);
+/* A block's payload bytes (32 around `payload`) with an arrow from each nibble to its lane,
+ * coloured by the sub-block owning that lane; the chosen byte framed. NB_ERR_UNSUPPORTED for a
+ * type without lanes (the float types). */
+nb_status nb_picture_block(const char *path, const nb_block_trace *bt, const void *block, int payload,
+                           const char *title);
+/* Per applicable format of r, the histogram of log10(|weight error| / rms(w)). */
+nb_status nb_picture_errors(const char *path, const nb_compare_result *r, const char *title);
 
 #endif

@@ -330,6 +330,9 @@ static nb_status parse_tensor(cursor *c, nb_gguf *g, unsigned flags, int64_t i) 
     return NB_OK;
 }
 
+/* parse_tensor checked the element count, so the product cannot overflow */
+int64_t nb_gguf_tensor_rows(const nb_gguf_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+
 static int by_offset(const void *a, const void *b) {
     const nb_gguf_tensor *x = *(const nb_gguf_tensor *const *)a, *y = *(const nb_gguf_tensor *const *)b;
     return x->offset < y->offset ? -1 : x->offset > y->offset;

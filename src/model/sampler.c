@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/rng.h"
 #include "nibble.h"
 
 typedef struct cand {
@@ -74,15 +75,6 @@ void nb_sampler_accept(nb_sampler *s, int32_t tok) {
     s->history[s->hist_at] = tok;
     s->hist_at = (s->hist_at + 1) % s->prm.repeat_last_n;
     if (s->n_hist < s->prm.repeat_last_n) s->n_hist++;
-}
-
-/* splitmix64: small, seedable, the same sequence on every platform */
-static double next_uniform(nb_sampler *s) {
-    uint64_t z = (s->rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * 0x1.0p-53;
 }
 
 static int by_logit_desc(const void *a, const void *b) {
@@ -201,7 +193,7 @@ int32_t nb_sampler_sample(nb_sampler *s, const float *logits) {
         n = keep;
     }
     softmax(s->c, n, p->temp);
-    double u = next_uniform(s), cum = 0;
+    double u = nb_splitmix64_uniform(&s->rng), cum = 0;
     for (int i = 0; i < n; i++) {
         cum += s->c[i].p;
         if (u < cum) return s->c[i].id;

@@ -1,18 +1,13 @@
 /*
- * explain_svg.c: the pictures of `nibble explain --svg FILE`, drawn with the library's SVG writer:
- *  - ex_svg_ruler: the E2M1 codebook at a scale as marks on a ruler, above the uniform INT4 marks
- *    at the same scale; each ruler's reach is shaded blue and the region that clips red; weights,
- *    when given, are dots with arrows to the mark each one reconstructs to.
- *  - ex_svg_block: a block's payload bytes (32 at a time) with an arrow from each nibble to the
- *    lane it fills, colored by the sub-block whose scale owns that lane; the chosen byte is framed.
- *  - ex_svg_hist: per format, a histogram of log10(|weight error| / rms(w)).
+ * pictures.c: the SVG pictures of `nibble explain --svg FILE` (declared in explain.h), drawn with
+ * svg.h's writer: the codebook rulers, a block's bytes and lanes, and compare's error histograms.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/explain.h"
-#include "cli/args.h"
+#include "base/error.h"
+#include "explain/explain.h"
 #include "explain/svg.h"
 
 static const char *const palette[16] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf",
@@ -22,7 +17,8 @@ static const char *const palette[16] = {"#1f77b4", "#d62728", "#2ca02c", "#9467b
 
 /* ---------------------------------------------------------------- ruler */
 
-int ex_svg_ruler(const char *path, double scale, const double *w, int n, const char *title) {
+nb_status nb_picture_ruler(const char *path, double scale, const double *w, int n, const char *title) {
+    char n0[48];
     const double W = 1000, cx = 500, half = 430;
     double reach = 8 * scale;
     for (int i = 0; i < n; i++) reach = fmax(reach, fabs(w[i]));
@@ -30,7 +26,7 @@ int ex_svg_ruler(const char *path, double scale, const double *w, int n, const c
 #define X(v) (cx + (v) / reach * half)
     nb_svg *s;
     nb_status st = nb_svg_begin(path, W, 400, &s);
-    if (st) return arg_status(st);
+    if (st) return st;
     nb_svg_text(s, cx, 24, 15, "middle", "#000", "%s", title);
     const struct { const char *name; double lo, hi, y; } rows[2] = {
         {"E2M1", -6 * scale, 6 * scale, 130}, {"INT4", -8 * scale, 7 * scale, 270}};
@@ -43,7 +39,6 @@ int ex_svg_ruler(const char *path, double scale, const double *w, int n, const c
         nb_svg_text(s, 8, y - 24, 12, "start", "#000", "%s marks", rows[r].name);
         nb_svg_text(s, X(-reach) + 4, y + 32, 10, "start", "#b03020", "clips");
         nb_svg_text(s, X(reach) - 4, y + 32, 10, "end", "#b03020", "clips");
-        int k = 0;
         for (int c = 0; c < 16; c++) {
             double v;
             if (r == 0) {
@@ -54,7 +49,7 @@ int ex_svg_ruler(const char *path, double scale, const double *w, int n, const c
             nb_svg_line(s, x, y - 12, x, y + 12, "#000", 1.5);
             /* labels alternate above and below so neighbours near zero stay legible */
             int up = (r == 0 ? (c < 8 ? c : 15 - c) : c) % 2 == 0;
-            nb_svg_text(s, x, up ? y - 22 : y + 30, 10, "middle", "#000", "%s", ex_num(k++ & 7, v));
+            nb_svg_text(s, x, up ? y - 22 : y + 30, 10, "middle", "#000", "%s", nb_fmt_float(v, 1, n0, sizeof n0));
         }
     }
     /* weights and where each lands */
@@ -63,7 +58,7 @@ int ex_svg_ruler(const char *path, double scale, const double *w, int n, const c
         double q = round(w[i] / scale);
         q = q < -8 ? -8 : q > 7 ? 7 : q;
         nb_svg_circle(s, X(w[i]), 70, 5, "#000", NULL);
-        nb_svg_text(s, X(w[i]), 58, 11, "middle", "#000", "w%d=%s", i, ex_num(0, w[i]));
+        nb_svg_text(s, X(w[i]), 58, 11, "middle", "#000", "w%d=%s", i, nb_fmt_float(w[i], 1, n0, sizeof n0));
         nb_svg_arrow(s, X(w[i]), 75, X(e), 116, "#1f5fa8", 1.6);
         nb_svg_circle(s, X(w[i]), 212, 5, "#000", NULL);
         nb_svg_arrow(s, X(w[i]), 217, X(q * scale), 256, "#1f5fa8", 1.6);
@@ -75,20 +70,21 @@ int ex_svg_ruler(const char *path, double scale, const double *w, int n, const c
     if (reach / step > 8) step *= 2;
     for (double v = -floor(reach / step) * step; v <= reach + 1e-12; v += step) {
         nb_svg_line(s, X(v), yA - 5, X(v), yA + 5, "#000", 1);
-        nb_svg_text(s, X(v), yA + 20, 11, "middle", "#000", "%s", ex_num(0, fabs(v) < 1e-12 ? 0 : v));
+        nb_svg_text(s, X(v), yA + 20, 11, "middle", "#000", "%s", nb_fmt_float(fabs(v) < 1e-12 ? 0 : v, 1, n0, sizeof n0));
     }
     nb_svg_text(s, cx, 392, 11, "middle", "#444", "scale %s: blue = reach of the codebook, red = clips to the end mark",
-                ex_num(0, scale));
+                nb_fmt_float(scale, 1, n0, sizeof n0));
 #undef X
-    return (st = nb_svg_end(s)) ? arg_status(st) : 0;
+    return nb_svg_end(s);
 }
 
 /* ---------------------------------------------------------------- block */
 
-int ex_svg_block(const char *path, const nb_block_trace *bt, const void *block, int payload, const char *title) {
-    if (bt->lanes_per_byte != 2 && bt->type != NB_TYPE_Q8_0) {
-        return arg_error("--svg: a %s element has no lanes to draw", nb_type_name(bt->type));
-    }
+nb_status nb_picture_block(const char *path, const nb_block_trace *bt, const void *block, int payload,
+                           const char *title) {
+    if (bt->lanes_per_byte != 2 && bt->type != NB_TYPE_Q8_0)
+        return nb_fail(NB_ERR_UNSUPPORTED, "a %s element has no lanes to draw", nb_type_name(bt->type));
+    char n0[48], n1[48];
     const uint8_t *b = block;
     const int start = payload / 32 * 32, count = bt->payload_bytes - start < 32 ? bt->payload_bytes - start : 32;
     int lane_of[32][2], nl_of[32], lanes[64], nlanes = 0;
@@ -113,7 +109,7 @@ int ex_svg_block(const char *path, const nb_block_trace *bt, const void *block, 
     const double H = 390 + 20 * nsub;
     nb_svg *s;
     nb_status st = nb_svg_begin(path, W, H, &s);
-    if (st) return arg_status(st);
+    if (st) return st;
     nb_svg_text(s, W / 2, 24, 15, "middle", "#000", "%s: payload bytes %d-%d and the lanes they fill", title, start,
                 start + count - 1);
     nb_svg_text(s, W / 2, 44, 11, "middle", "#444", "each arrow: a nibble (high | low) to its lane; color = the sub-block whose scale owns it");
@@ -161,7 +157,7 @@ int ex_svg_block(const char *path, const nb_block_trace *bt, const void *block, 
     for (int k = 0; k < nsel; k++) {
         nb_lane_trace t;
         nb_lane_explain(bt, block, lanes_sel[k], &t);
-        n += snprintf(sel + n, sizeof sel - (size_t)n, "%s lane %d = %s", k ? "," : "", t.lane, ex_num(k, t.value));
+        n += snprintf(sel + n, sizeof sel - (size_t)n, "%s lane %d = %s", k ? "," : "", t.lane, nb_fmt_float(t.value, 1, n0, sizeof n0));
     }
     nb_svg_text(s, margin, y, 12, "start", "#000", "%s", sel);
     for (int j = 0; j < bt->n_sub; j++) {
@@ -170,35 +166,39 @@ int ex_svg_block(const char *path, const nb_block_trace *bt, const void *block, 
         nb_svg_rect(s, margin, y - 11, 14, 14, palette[j % 16], NULL);
         if (bt->type == NB_TYPE_Q4_K || bt->type == NB_TYPE_Q5_K)
             nb_svg_text(s, margin + 20, y, 12, "start", "#000", "sub-block %d (lanes %d-%d): s = %d, m = %d, gain %s, offset %s", j,
-                        32 * j, 32 * j + 31, bt->sub_raw[j], bt->sub_min_raw[j], ex_num(0, bt->sub_scale[j]),
-                        ex_num(1, bt->sub_offset[j]));
+                        32 * j, 32 * j + 31, bt->sub_raw[j], bt->sub_min_raw[j], nb_fmt_float(bt->sub_scale[j], 1, n0, sizeof n0),
+                        nb_fmt_float(bt->sub_offset[j], 1, n1, sizeof n1));
         else
             nb_svg_text(s, margin + 20, y, 12, "start", "#000", "%s %d (lanes %d-%d): scale byte %d = 0x%02X, scale %s",
                         bt->n_sub > 1 ? "sub-block" : "block", j, j * bt->sub_elems, (j + 1) * bt->sub_elems - 1,
-                        bt->sub_byte[j], (unsigned)bt->sub_raw[j] & 0xFFFF, ex_num(0, bt->sub_scale[j]));
+                        bt->sub_byte[j], (unsigned)bt->sub_raw[j] & 0xFFFF, nb_fmt_float(bt->sub_scale[j], 1, n0, sizeof n0));
     }
-    return (st = nb_svg_end(s)) ? arg_status(st) : 0;
+    return nb_svg_end(s);
 }
 
 /* ---------------------------------------------------------------- hist */
 
-int ex_svg_hist(const char *path, const ex_hist *h, int n, const char *title) {
+nb_status nb_picture_errors(const char *path, const nb_compare_result *res, const char *title) {
+    const nb_compare_format *h[NB_COMPARE_FORMATS];
+    int n = 0;
+    for (int f = 0; f < res->n_formats; f++)
+        if (res->formats[f].applicable) h[n++] = &res->formats[f];
     const double left = 230, bw = 10, plot = 62 * bw, rowh = 64, top = 60;
     const double W = left + plot + 40, H = top + n * rowh + 70;
     nb_svg *s;
     nb_status st = nb_svg_begin(path, W, H, &s);
-    if (st) return arg_status(st);
+    if (st) return st;
     nb_svg_text(s, W / 2, 24, 15, "middle", "#000", "%s", title);
     nb_svg_text(s, W / 2, 44, 11, "middle", "#444", "bars: share of weights per tenth of a decade; first bar = exact, last = at least rms(w)");
     for (int r = 0; r < n; r++) {
         const double y0 = top + r * rowh, base = y0 + rowh - 12;
-        long peak = h[r].zero > h[r].over ? h[r].zero : h[r].over;
-        for (int k = 0; k < 60; k++) peak = h[r].bins[k] > peak ? h[r].bins[k] : peak;
-        nb_svg_text(s, 8, y0 + 26, 13, "start", "#000", "%s", h[r].name);
-        nb_svg_text(s, 8, y0 + 44, 11, "start", "#444", "RMSE %.4g", h[r].rmse);
+        long peak = h[r]->hist.zero > h[r]->hist.over ? h[r]->hist.zero : h[r]->hist.over;
+        for (int k = 0; k < 60; k++) peak = h[r]->hist.bins[k] > peak ? h[r]->hist.bins[k] : peak;
+        nb_svg_text(s, 8, y0 + 26, 13, "start", "#000", "%s", h[r]->name);
+        nb_svg_text(s, 8, y0 + 44, 11, "start", "#444", "RMSE %.4g", h[r]->weight_rmse);
         nb_svg_line(s, left, base, left + plot, base, "#888", 1);
         for (int k = 0; k < 62; k++) {
-            long c = k == 0 ? h[r].zero : k == 61 ? h[r].over : h[r].bins[k - 1];
+            long c = k == 0 ? h[r]->hist.zero : k == 61 ? h[r]->hist.over : h[r]->hist.bins[k - 1];
             if (!c || !peak) continue;
             double bh = (rowh - 18) * (double)c / (double)peak;
             nb_svg_rect(s, left + k * bw + 1, base - bh, bw - 2, bh, k == 0 || k == 61 ? "#999999" : palette[r % 16], NULL);
@@ -211,5 +211,5 @@ int ex_svg_hist(const char *path, const ex_hist *h, int n, const char *title) {
         nb_svg_text(s, x, ya + 18, 11, "middle", "#000", "1e%d", d - 6);
     }
     nb_svg_text(s, left + plot / 2, ya + 40, 12, "middle", "#000", "|requantized \xe2\x88\x92 original| / rms(w)");
-    return (st = nb_svg_end(s)) ? arg_status(st) : 0;
+    return nb_svg_end(s);
 }
