@@ -72,10 +72,10 @@ static int is_fallback(const summary *s, const nb_gguf_tensor *t) {
     return s->kquants && t->n_dims >= 2 && t->ne[0] % 256 && fallback_from(t->type) >= 0;
 }
 
-/* Any unsigned or non-negative integer value of a key, whatever width the file chose. */
-static int get_uint(const nb_gguf *g, const char *key, uint64_t *out) {
+/* Any unsigned or non-negative integer value of "<arch>.<suffix>", whatever width the file chose. */
+static int get_arch_uint(const summary *s, const char *suffix, uint64_t *out) {
     nb_gguf_value v;
-    if (nb_gguf_kv_value(g, nb_gguf_find_key(g, key), &v)) return 0;
+    if (nb_gguf_kv_value(s->g, nb_gguf_find_arch_key(s->g, suffix, NULL, 0), &v)) return 0;
     switch (v.type) {
     case NB_GGUF_U8: case NB_GGUF_U16: case NB_GGUF_U32: case NB_GGUF_U64: *out = v.v.u; return 1;
     case NB_GGUF_I8: case NB_GGUF_I16: case NB_GGUF_I32: case NB_GGUF_I64:
@@ -84,12 +84,6 @@ static int get_uint(const nb_gguf *g, const char *key, uint64_t *out) {
         return 1;
     default: return 0;
     }
-}
-
-static int get_arch_uint(const summary *s, const char *suffix, uint64_t *out) {
-    char key[256];
-    snprintf(key, sizeof key, "%s.%s", s->arch, suffix);
-    return get_uint(s->g, key, out);
 }
 
 static void summarize(summary *s, const nb_gguf *g, const char *path, int64_t n_ctx) {
@@ -161,10 +155,8 @@ static void print_human(const summary *s, int tensors) {
     if (s->has_ftype) printf(", file type %s (%u)", nb_ftype_name((int)s->ftype), s->ftype);
     printf("\n");
     for (int i = 0; i < N_HPARAMS && *s->arch; i++) {
-        char key[256];
-        snprintf(key, sizeof key, "%s.%s", s->arch, hparams[i]);
         nb_gguf_value v;
-        if (nb_gguf_kv_value(g, nb_gguf_find_key(g, key), &v)) continue;
+        if (nb_gguf_kv_value(g, nb_gguf_find_arch_key(g, hparams[i], NULL, 0), &v)) continue;
         printf("  %-34s ", hparams[i]);
         print_value(stdout, &v);
         printf("\n");

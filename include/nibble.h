@@ -314,6 +314,10 @@ NB_API nb_status nb_gguf_get_u64(const nb_gguf *g, const char *key, uint64_t *v)
 NB_API nb_status nb_gguf_get_f32(const nb_gguf *g, const char *key, float *v);
 NB_API nb_status nb_gguf_get_bool(const nb_gguf *g, const char *key, int *v);
 NB_API nb_status nb_gguf_get_string(const nb_gguf *g, const char *key, const char **s); /* NUL-terminated */
+/* The index of key "<general.architecture>.<suffix>" (architecture "" when the file names none),
+ * -1 when absent or when the name does not fit in key[size]; key (NULL: none wanted) receives the
+ * name either way, so that a caller can report it. */
+NB_API int64_t nb_gguf_find_arch_key(const nb_gguf *g, const char *suffix, char *key, size_t size);
 /* An array of element type `elem`: its kv index and length. Elements then by index: */
 NB_API nb_status nb_gguf_get_array(const nb_gguf *g, const char *key, nb_gguf_vtype elem, int64_t *kv,
                                    uint64_t *count);

@@ -336,6 +336,45 @@ TEST(bad_corpus) {
 
 /* ------------------------------------------------- look-ups and hostile values */
 
+/* "<arch>.<suffix>" keys: found under the file's architecture, named even when absent. */
+TEST(arch_keys) {
+    char with[256], without[256]; /* tmp_path reuses one buffer */
+    snprintf(with, sizeof with, "%s", tmp_path("arch.gguf"));
+    snprintf(without, sizeof without, "%s", tmp_path("noarch.gguf"));
+    nb_gguf_writer *w = NULL;
+    nb_status s = nb_gguf_writer_create(&w);
+    if (!s) s = nb_gguf_writer_set_string(w, "general.architecture", "toy");
+    if (!s) s = nb_gguf_writer_set_u32(w, "toy.block_count", 7);
+    if (!s) s = nb_gguf_writer_set_u32(w, ".block_count", 8);
+    if (!s) s = nb_gguf_writer_write(w, with);
+    nb_gguf_writer_free(w);
+    w = NULL;
+    if (!s) s = nb_gguf_writer_create(&w);
+    if (!s) s = nb_gguf_writer_set_u32(w, ".block_count", 8);
+    if (!s) s = nb_gguf_writer_write(w, without);
+    nb_gguf_writer_free(w);
+    nb_gguf *g = NULL, *h = NULL;
+    if (s || nb_gguf_open(with, &g) || nb_gguf_open(without, &h)) {
+        CHECK(0, "arch files: %s", nb_last_error());
+        nb_gguf_close(g);
+        return;
+    }
+    char key[32];
+    nb_gguf_value v;
+    int64_t kv = nb_gguf_find_arch_key(g, "block_count", key, sizeof key);
+    CHECK(kv == nb_gguf_find_key(g, "toy.block_count") && !strcmp(key, "toy.block_count"), "found: %lld %s",
+          (long long)kv, key);
+    CHECK(!nb_gguf_kv_value(g, nb_gguf_find_arch_key(g, "block_count", NULL, 0), &v) && v.v.u == 7, "no buffer");
+    CHECK(nb_gguf_find_arch_key(g, "expert_count", key, sizeof key) == -1 && !strcmp(key, "toy.expert_count"),
+          "absent, named: %s", key);
+    CHECK(nb_gguf_find_arch_key(g, "block_count", key, 8) == -1, "a name that does not fit is not looked up");
+    kv = nb_gguf_find_arch_key(h, "block_count", key, sizeof key);
+    CHECK(kv == nb_gguf_find_key(h, ".block_count") && !strcmp(key, ".block_count"), "no architecture: %s", key);
+    CHECK(nb_gguf_find_arch_key(NULL, "block_count", key, sizeof key) == -1, "NULL handle");
+    nb_gguf_close(g);
+    nb_gguf_close(h);
+}
+
 TEST(typed_lookups) {
     const char *path = tmp_path("sample.gguf");
     nb_gguf *g;
@@ -623,6 +662,7 @@ int main(int argc, char **argv) {
     RUN(truncations);
     RUN(byte_flips);
     RUN(bad_corpus);
+    RUN(arch_keys);
     RUN(typed_lookups);
     RUN(huge_layer_count);
     RUN(unsupported_types);

@@ -3,6 +3,7 @@
  * between types), array elements, tensors by name or index, and the name index both use.
  * Everything here reads positions reader.c already bounds-checked.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/error.h"
@@ -90,6 +91,16 @@ int64_t nb_gguf_kv_count(const nb_gguf *g) { return g->n_kv; }
 int64_t nb_gguf_find_key(const nb_gguf *g, const char *key) {
     if (!g || !key) return -1;
     return nb_gguf_index_find(&g->kv_index, key, nb_gguf_kv_name_of, g);
+}
+
+int64_t nb_gguf_find_arch_key(const nb_gguf *g, const char *suffix, char *key, size_t size) {
+    char own[256];
+    if (!key) key = own, size = sizeof own;
+    if (!g || !suffix || !size) return -1;
+    const int64_t a = nb_gguf_find_key(g, "general.architecture");
+    const char *arch = a >= 0 && g->kv[a].type == NB_GGUF_STRING ? g->kv[a].str : "";
+    const int n = snprintf(key, size, "%s.%s", arch, suffix);
+    return n >= 0 && (size_t)n < size ? nb_gguf_find_key(g, key) : -1;
 }
 
 const char *nb_gguf_kv_key(const nb_gguf *g, int64_t kv) {

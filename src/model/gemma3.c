@@ -33,9 +33,9 @@ static nb_status meta_fail(nb_status s, const nb_gguf *g, const char *key, nb_gg
     return nb_fail(s, "model: metadata '%s': %s", key, nb_last_error());
 }
 
-static nb_status get_arch_u32(const nb_gguf *g, const char *arch, const char *key, int lo, int hi, int *out) {
+static nb_status get_arch_u32(const nb_gguf *g, const char *key, int lo, int hi, int *out) {
     char full[128];
-    snprintf(full, sizeof full, "%s.%s", arch, key);
+    nb_gguf_find_arch_key(g, key, full, sizeof full); /* absent: the getter below says so */
     uint32_t v;
     nb_status s = nb_gguf_get_u32(g, full, &v);
     if (s) return meta_fail(s, g, full, NB_GGUF_U32);
@@ -46,10 +46,9 @@ static nb_status get_arch_u32(const nb_gguf *g, const char *arch, const char *ke
 }
 
 /* An optional f32 key: keeps *out when absent, fails when present with another type. */
-static nb_status get_arch_f32_opt(const nb_gguf *g, const char *arch, const char *key, float *out) {
+static nb_status get_arch_f32_opt(const nb_gguf *g, const char *key, float *out) {
     char full[128];
-    snprintf(full, sizeof full, "%s.%s", arch, key);
-    if (nb_gguf_find_key(g, full) < 0) return NB_OK;
+    if (nb_gguf_find_arch_key(g, key, full, sizeof full) < 0) return NB_OK;
     nb_status s = nb_gguf_get_f32(g, full, out);
     if (s) return meta_fail(s, g, full, NB_GGUF_F32);
     if (!isfinite(*out) || *out <= 0)
@@ -109,9 +108,8 @@ static nb_status bind_norm(const nb_model *m, const char *name, int64_t n, const
 static nb_status sliding_pattern(nb_model *m) {
     nb_model_info *in = &m->info;
     char key[128];
-    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", in->arch);
     int period = 6;
-    int64_t kv = nb_gguf_find_key(m->gguf, key);
+    int64_t kv = nb_gguf_find_arch_key(m->gguf, "attention.sliding_window_pattern", key, sizeof key);
     if (kv >= 0) {
         nb_gguf_value v;
         nb_status s = nb_gguf_kv_value(m->gguf, kv, &v);
@@ -127,7 +125,7 @@ static nb_status sliding_pattern(nb_model *m) {
                 m->layers[il].sliding = e.v.u != 0;
             }
             period = 0;
-        } else if ((s = get_arch_u32(m->gguf, in->arch, "attention.sliding_window_pattern", 1, NB_MAX_LAYERS,
+        } else if ((s = get_arch_u32(m->gguf, "attention.sliding_window_pattern", 1, NB_MAX_LAYERS,
                                      &period))) {
             return s;
         }
@@ -149,16 +147,16 @@ static nb_status load_hparams(nb_model *m) {
     snprintf(in->arch, sizeof in->arch, "%s", arch);
     if (!nb_gguf_get_string(g, "general.name", &name)) snprintf(in->name, sizeof in->name, "%s", name);
 
-    if ((s = get_arch_u32(g, arch, "block_count", 1, NB_MAX_LAYERS, &in->n_layer)) ||
-        (s = get_arch_u32(g, arch, "embedding_length", 1, MAX_WIDTH, &in->n_embd)) ||
-        (s = get_arch_u32(g, arch, "feed_forward_length", 1, 8 * MAX_WIDTH, &in->n_ff)) ||
-        (s = get_arch_u32(g, arch, "attention.head_count", 1, MAX_HEADS, &in->n_head)) ||
-        (s = get_arch_u32(g, arch, "attention.head_count_kv", 1, MAX_HEADS, &in->n_head_kv)) ||
-        (s = get_arch_u32(g, arch, "attention.key_length", 2, NB_MAX_HEAD_DIM, &in->head_dim)) ||
-        (s = get_arch_u32(g, arch, "context_length", 1, 1 << 24, &in->n_ctx_train)))
+    if ((s = get_arch_u32(g, "block_count", 1, NB_MAX_LAYERS, &in->n_layer)) ||
+        (s = get_arch_u32(g, "embedding_length", 1, MAX_WIDTH, &in->n_embd)) ||
+        (s = get_arch_u32(g, "feed_forward_length", 1, 8 * MAX_WIDTH, &in->n_ff)) ||
+        (s = get_arch_u32(g, "attention.head_count", 1, MAX_HEADS, &in->n_head)) ||
+        (s = get_arch_u32(g, "attention.head_count_kv", 1, MAX_HEADS, &in->n_head_kv)) ||
+        (s = get_arch_u32(g, "attention.key_length", 2, NB_MAX_HEAD_DIM, &in->head_dim)) ||
+        (s = get_arch_u32(g, "context_length", 1, 1 << 24, &in->n_ctx_train)))
         return s;
     int vdim;
-    if ((s = get_arch_u32(g, arch, "attention.value_length", 2, NB_MAX_HEAD_DIM, &vdim))) return s;
+    if ((s = get_arch_u32(g, "attention.value_length", 2, NB_MAX_HEAD_DIM, &vdim))) return s;
     if (vdim != in->head_dim || in->head_dim % 2)
         return nb_fail(NB_ERR_UNSUPPORTED, "model: key_length %d and value_length %d must be equal and even",
                        in->head_dim, vdim);
@@ -166,17 +164,15 @@ static nb_status load_hparams(nb_model *m) {
         return nb_fail(NB_ERR_FORMAT, "model: head_count %d is not a multiple of head_count_kv %d", in->n_head,
                        in->n_head_kv);
     in->sliding_window = 0;
-    char key[128];
-    snprintf(key, sizeof key, "%s.attention.sliding_window", arch);
-    if (nb_gguf_find_key(g, key) >= 0 &&
-        (s = get_arch_u32(g, arch, "attention.sliding_window", 1, 1 << 24, &in->sliding_window)))
+    if (nb_gguf_find_arch_key(g, "attention.sliding_window", NULL, 0) >= 0 &&
+        (s = get_arch_u32(g, "attention.sliding_window", 1, 1 << 24, &in->sliding_window)))
         return s;
     in->rope_base = 10000.0f;
     in->rope_base_local = 10000.0f;
     in->rms_eps = 1e-6f;
-    if ((s = get_arch_f32_opt(g, arch, "rope.freq_base", &in->rope_base)) ||
-        (s = get_arch_f32_opt(g, arch, "rope.freq_base_swa", &in->rope_base_local)) ||
-        (s = get_arch_f32_opt(g, arch, "attention.layer_norm_rms_epsilon", &in->rms_eps)))
+    if ((s = get_arch_f32_opt(g, "rope.freq_base", &in->rope_base)) ||
+        (s = get_arch_f32_opt(g, "rope.freq_base_swa", &in->rope_base_local)) ||
+        (s = get_arch_f32_opt(g, "attention.layer_norm_rms_epsilon", &in->rms_eps)))
         return s;
     /* llama.cpp: query_pre_attn_scalar is head_dim for every Gemma 3 size but 27B (62 layers) */
     float pre = in->n_layer == 62 ? (float)(in->n_embd / in->n_head) : (float)in->head_dim;

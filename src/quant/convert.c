@@ -40,13 +40,6 @@ nb_quant_params nb_quant_default_params(void) {
     return p;
 }
 
-size_t nb_quant_src_row_bytes(const nb_gguf_tensor *t) {
-    size_t b = 0;
-    return nb_row_bytes(t->type, t->ne[0], &b) ? 0 : b;
-}
-
-int64_t nb_quant_rows(const nb_gguf_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
-
 /* ------------------------------------------------------------- metadata */
 
 /* Copies key kv of g into w (arrays element by element: the reader hands out values, not bytes). */

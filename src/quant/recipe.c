@@ -239,12 +239,11 @@ nb_status nb_quant_plan(const nb_gguf *g, const nb_quant_params *p, nb_qplan **o
     state st = {.r = r, .arch = "", .n_layer = 0, .tied = 1};
     const char *arch = NULL;
     if (!nb_gguf_get_string(g, "general.architecture", &arch)) st.arch = arch;
-    char key[128];
-    uint32_t v;
-    snprintf(key, sizeof key, "%s.block_count", st.arch);
-    if (!nb_gguf_get_u32(g, key, &v)) st.n_layer = (int)v;
-    snprintf(key, sizeof key, "%s.expert_count", st.arch);
-    if (!nb_gguf_get_u32(g, key, &v)) st.n_expert = (int)v;
+    nb_gguf_value v;
+    if (!nb_gguf_kv_value(g, nb_gguf_find_arch_key(g, "block_count", NULL, 0), &v) && v.type == NB_GGUF_U32)
+        st.n_layer = (int)v.v.u;
+    if (!nb_gguf_kv_value(g, nb_gguf_find_arch_key(g, "expert_count", NULL, 0), &v) && v.type == NB_GGUF_U32)
+        st.n_expert = (int)v.v.u;
     for (int64_t i = 0; i < n; i++) {
         plan[i].t = nb_gguf_tensor_at(g, i);
         if (!strcmp(plan[i].t->name, "output.weight")) st.tied = 0;
