@@ -49,7 +49,7 @@ typedef struct choice {
 /* Relative error of `type` on a sample of t's rows; -1 when the row length does not fit the type. */
 static nb_status measure(const nb_gguf_tensor *t, int type, const nb_quant_params *p, const float *imp, float *x,
                          float *y, void *q, double *rel) {
-    const int64_t n = t->ne[0], rows = nb_quant_rows(t);
+    const int64_t n = t->ne[0], rows = nb_gguf_tensor_rows(t);
     const size_t src_row = nb_quant_src_row_bytes(t);
     const int64_t step = rows > SAMPLE_ROWS ? rows / SAMPLE_ROWS : 1;
     double err = 0, sig = 0;
@@ -73,7 +73,7 @@ static nb_status measure(const nb_gguf_tensor *t, int type, const nb_quant_param
  * than every cheaper one. */
 static nb_status options_of(const nb_gguf_tensor *t, const nb_quant_params *p, choice *c) {
     const int64_t n = t->ne[0];
-    const double elems = (double)n * (double)nb_quant_rows(t);
+    const double elems = (double)n * (double)nb_gguf_tensor_rows(t);
     const float *imp = NULL;
     int64_t n_in = 0;
     if (p->imatrix && (imp = nb_imatrix_find(p->imatrix, t->name, &n_in)) && n_in != n) imp = NULL;
@@ -92,7 +92,7 @@ static nb_status options_of(const nb_gguf_tensor *t, const nb_quant_params *p, c
         if (nb_row_bytes(candidates[k], n, &row)) continue;
         double rel = 0;
         if ((s = measure(t, candidates[k], p, imp, x, x + n, q, &rel))) break;
-        all[na++] = (option){candidates[k], (int64_t)row * 8 * nb_quant_rows(t), rel * elems};
+        all[na++] = (option){candidates[k], (int64_t)row * 8 * nb_gguf_tensor_rows(t), rel * elems};
     }
     free(x);
     free(q);
@@ -202,13 +202,13 @@ nb_status nb_quant_auto(const nb_gguf *g, const nb_quant_params *p, double bpw, 
     nb_status s = NB_OK;
     for (int64_t i = 0; i < n && !s; i++) {
         const nb_gguf_tensor *t = plan[i].t;
-        elems += (double)t->ne[0] * (double)nb_quant_rows(t);
+        elems += (double)t->ne[0] * (double)nb_gguf_tensor_rows(t);
         if (plan[i].quantizable && !plan[i].fixed) {
             if (!(s = options_of(t, p, &ch[i]))) bits += ch[i].opt[0].bits;
         } else {
             size_t row = 0;
             if ((s = nb_row_bytes(plan[i].type, t->ne[0], &row))) break;
-            bits += (int64_t)row * 8 * nb_quant_rows(t);
+            bits += (int64_t)row * 8 * nb_gguf_tensor_rows(t);
         }
     }
     const int64_t budget = (int64_t)floor(bpw * elems);

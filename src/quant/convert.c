@@ -216,7 +216,7 @@ static nb_status convert_tensor(nb_pool *pool, const nb_quant_params *p, const n
                                 float *scale_out, uint64_t *done, uint64_t total, nb_quant_report *rep) {
     const nb_gguf_tensor *t = pl->t;
     job j = {.t = t, .p = p, .type = pl->type, .dst = dst};
-    const int64_t rows = nb_quant_rows(t);
+    const int64_t rows = nb_gguf_tensor_rows(t);
     j.src_row = nb_quant_src_row_bytes(t);
     nb_status s = nb_row_bytes(pl->type, t->ne[0], &j.dst_row);
     if (s) return s;
@@ -299,7 +299,7 @@ static nb_status layout(const nb_qplan *plan, int64_t n, uint64_t *off, uint64_t
         nb_status s = nb_row_bytes(plan[i].type, plan[i].t->ne[0], &row);
         /* its message names the type and the row length; only the tensor is added */
         if (s) return nb_fail(s, "tensor '%s': %s", plan[i].t->name, nb_last_error());
-        if (!nb_mul_u64(row, (uint64_t)nb_quant_rows(plan[i].t), &bytes[i]) || !nb_align_u64(at, SLOT_ALIGN, &at))
+        if (!nb_mul_u64(row, (uint64_t)nb_gguf_tensor_rows(plan[i].t), &bytes[i]) || !nb_align_u64(at, SLOT_ALIGN, &at))
             return nb_fail(NB_ERR_OVERFLOW, "tensor '%s' size", plan[i].t->name);
         off[i] = at;
         /* a two-level tensor's 4-byte scale follows it in its own aligned slot */
@@ -343,7 +343,7 @@ static nb_status quantize_open(const nb_gguf *g, const char *out, const nb_quant
         uint8_t *slot = sc.map + off[i];
         float *scale = (float *)(sc.map + off[i] + ((bytes[i] + SLOT_ALIGN - 1) / SLOT_ALIGN) * SLOT_ALIGN);
         nb_quant_report rep = {.name = pl->t->name, .src_type = pl->t->type, .dst_type = pl->type,
-                               .n_elem = pl->t->ne[0] * nb_quant_rows(pl->t), .bytes = bytes[i]};
+                               .n_elem = pl->t->ne[0] * nb_gguf_tensor_rows(pl->t), .bytes = bytes[i]};
         if (pl->type == pl->t->type && !pl->two_level) { /* llama.cpp copies a tensor already in its type */
             memcpy(slot, pl->t->data, (size_t)bytes[i]);
             done += pl->t->bytes;

@@ -58,9 +58,8 @@ void nb_quant_row(int type, nb_qmode mode, const float *x, const float *imp, voi
 double nb_quant_row_error(int type, const void *q, const float *x, const float *imp, float scale, float *y,
                           int64_t n);
 
-/* Tensor geometry (tensors.c, below the planner and the converter so both can use it): bytes of one
- * source row of t, 0 on a type the table lacks; and its row count. */
+/* Bytes of one source row of t, 0 on a type the table lacks (tensors.c, below the planner and the
+ * converter so both can use it; rows: nb_gguf_tensor_rows). */
 size_t nb_quant_src_row_bytes(const nb_gguf_tensor *t);
-int64_t nb_quant_rows(const nb_gguf_tensor *t);
 
 #endif
