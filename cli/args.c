@@ -221,23 +221,24 @@ char *arg_read_file(const char *path, size_t *len) {
     return buf;
 }
 
+/* c as it is shown to a terminal, into out[4]: itself, or \xHH for a control byte; returns the length. */
+static size_t shown(unsigned char c, char out[4]) {
+    if (c >= 0x20 && c != 0x7F) return out[0] = (char)c, 1;
+    static const char hex[] = "0123456789ABCDEF";
+    out[0] = '\\', out[1] = 'x', out[2] = hex[c >> 4], out[3] = hex[c & 15];
+    return 4;
+}
+
 void arg_text(FILE *f, const char *p, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char c = (unsigned char)p[i];
-        if (c < 0x20 || c == 0x7F) fprintf(f, "\\x%02X", c);
-        else fputc(c, f);
-    }
+    char buf[4];
+    for (size_t i = 0; i < n; i++) fwrite(buf, 1, shown((unsigned char)p[i], buf), f);
 }
 
 const char *arg_safe(int slot, const char *s) {
     static char bufs[2][256];
     char *b = bufs[slot & 1];
     size_t o = 0;
-    for (; *s && o + 5 < sizeof bufs[0]; s++) {
-        const unsigned char c = (unsigned char)*s;
-        if (c < 0x20 || c == 0x7F) o += (size_t)snprintf(b + o, 5, "\\x%02X", c);
-        else b[o++] = (char)c;
-    }
+    for (; *s && o + 4 < sizeof bufs[0]; s++) o += shown((unsigned char)*s, b + o);
     b[o] = '\0';
     return b;
 }

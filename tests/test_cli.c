@@ -78,26 +78,20 @@ static long stat_count(const char *line) {
     return p ? strtol(p + strlen(line), NULL, 10) : -1;
 }
 
-/* Files in TMPD whose name contains `part` (temporary outputs left behind). */
-static int leftovers(const char *part) {
-    char cmd[256], out[4096];
-    snprintf(cmd, sizeof cmd, "ls -a %s | grep -c -- '%s'", TMPD, part);
-    test_sh(cmd, out, sizeof out);
-    return atoi(out);
-}
-
-/* Whether TMPD holds a file that is not empty and whose name starts with prefix. */
-static int present(const char *prefix) {
+/* Files in TMPD whose name contains `part`; with `waiting`, only non-empty ones whose name starts
+ * with it (the output a background command is writing). */
+static int files(const char *part, int waiting) {
     DIR *d = opendir(TMPD);
-    int found = 0;
-    for (struct dirent *e; d && !found && (e = readdir(d));) {
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
         char path[512];
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", TMPD, e->d_name);
-        found = !strncmp(e->d_name, prefix, strlen(prefix)) && !stat(path, &st) && st.st_size > 0;
+        if (!waiting) n += strstr(e->d_name, part) != NULL;
+        else n += !strncmp(e->d_name, part, strlen(part)) && !stat(path, &st) && st.st_size > 0;
     }
     if (d) closedir(d);
-    return found;
+    return n;
 }
 
 TEST(help_prints_usage_once_to_stdout) {
@@ -263,7 +257,7 @@ TEST(quantized_inputs_are_named_as_such) {
 TEST(svg_to_standard_output) {
     int rc = cli("explain e2m1 0101 --svg -");
     CHECK(rc == 0 && strstr(OUT, "<svg") && strstr(OUT, "</svg>"), "--svg -: exit %d %s", rc, ERR);
-    CHECK(leftovers("tmp") == 0 && !present("-"), "--svg - left a file");
+    CHECK(files("tmp", 0) == 0 && !files("-", 1), "--svg - left a file");
     rc = cli("explain q4_k --fixture article --svg -");
     CHECK(rc == 0 && strstr(OUT, "<svg"), "block --svg -: exit %d %s", rc, ERR);
 }
@@ -310,7 +304,7 @@ TEST(quantize_output_is_never_clobbered) {
     CHECK(strstr(ERR, "already quantized"), "no note on requantizing a Q4_K_M file: %s", ERR);
     rc = cli("quantize %s %s q8_0 --allow-requantize", MODEL, target);
     CHECK(rc == 0 && !strstr(ERR, "already quantized"), "--allow-requantize keeps the note: %s", ERR);
-    CHECK(leftovers(".tmp.") == 0, "temporary files left behind");
+    CHECK(files(".tmp.", 0) == 0, "temporary files left behind");
 }
 
 /* Runs `nibble ARGS` (shell_line) with SIGINT and SIGTERM at their defaults, as a terminal's
@@ -335,7 +329,7 @@ static int interrupt_when(const char *wait, int settle_ms, int sig, const char *
         _exit(127);
     }
     int i = 0;
-    while (i++ < 6000 && !present(wait)) usleep(10000);
+    while (i++ < 6000 && !files(wait, 1)) usleep(10000);
     usleep(1000 * (useconds_t)settle_ms);
     kill(pid, sig);
     int st = 0;
@@ -350,11 +344,11 @@ TEST(interrupted_writes_leave_no_temporary_file) {
     int rc = interrupt_when("base.lp.tmp.", 0, SIGINT, "perplexity -m %s -f %s -c 128 --chunks 200 --save-logits %s/base.lp", MODEL,
                             TEXT, TMPD);
     CHECK(rc == 130, "SIGINT during --save-logits: exit %d %s", rc, ERR);
-    CHECK(leftovers("base.lp") == 0, "--save-logits left a file after SIGINT");
+    CHECK(files("base.lp", 0) == 0, "--save-logits left a file after SIGINT");
     CHECK(strstr(ERR, "interrupted"), "no message on SIGINT: %s", ERR);
     rc = interrupt_when("q.gguf.tmp.", 0, SIGTERM, "quantize %s %s/q.gguf q8_0", MODEL, TMPD);
     CHECK(rc == 143, "SIGTERM during quantize: exit %d %s", rc, ERR);
-    CHECK(leftovers("q.gguf") == 0, "quantize left a file after SIGTERM");
+    CHECK(files("q.gguf", 0) == 0, "quantize left a file after SIGTERM");
 }
 
 TEST(ctrl_c_stops_run_and_prints_statistics) {
