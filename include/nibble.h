@@ -441,7 +441,8 @@ NB_API int nb_tokenizer_type(const nb_tokenizer *t, int32_t id); /* nb_token_typ
 NB_API int nb_tokenizer_is_eog(const nb_tokenizer *t, int32_t id);
 
 /* --------------------------------------------------------------- runtime */
-/* A model is a GGUF checkpoint bound to its architecture's graph (Gemma 3 text today): weights stay
+/* A model is a GGUF checkpoint bound to its family's graph (gemma3, gemma2, llama, qwen2, qwen3,
+ * phi3: one decoder, src/model/<arch>.c per family): weights stay
  * in the read-only mapping, every matrix product goes through nb_matmul with the tensor's own
  * type. A context is one sequence: its KV cache and activation arena are allocated once, from
  * n_ctx and n_batch, and nothing is allocated per token. */
@@ -458,7 +459,11 @@ typedef struct nb_model_info {
     float rope_base;        /* global layers */
     float rope_base_local;  /* sliding-window layers */
     float rms_eps;
-    uint64_t weight_bytes;  /* bytes of tensor data the graph reads */
+    uint64_t weight_bytes;  /* bytes of tensor data the file holds */
+    int n_rot;              /* rotated dimensions of each head (rope.dimension_count) */
+    float rope_freq_scale;  /* 1 / rope.scaling.factor (global layers); 1: unscaled */
+    char rope_scaling[16];  /* "none", "linear", "freqs" (Llama 3 rope_freqs), "longrope" */
+    float attn_softcap, final_softcap; /* cap * tanh(x / cap) on the scores / logits; 0: none */
 } nb_model_info;
 
 /* Opens, validates and binds a model. Refuses an unknown architecture by name, hyperparameters

@@ -38,4 +38,12 @@ void nb_to_fp16(const float *x, uint16_t *h, int64_t n);
  * cells gets its sums. Every set gives the same bits (tested). */
 double nb_softmax_exp(const float *x, float *y, int64_t n, float max);
 
+/* The gated FFN activations of one row of n elements, g = act(g) * u, as llama.cpp's x86 build
+ * computes them. nb_swiglu: SiLU, x / (1 + e^-x) with ggml's exponential on whole 8s and libm's
+ * on the rest (ggml_vec_swiglu_f32); every set gives the same bits (tested). nb_geglu: tanh GELU
+ * looked up by the input's fp16 value in a table of fp16 results, inputs beyond +-10 bypassing
+ * it (ggml's GELU table, built once, equal to libggml-cpu's in all 65536 entries). */
+void nb_swiglu(float *g, const float *u, int64_t n);
+void nb_geglu(float *g, const float *u, int64_t n);
+
 #endif

@@ -71,6 +71,7 @@ void nb_to_fp16(const float *x, uint16_t *h, int64_t n) { nb_act_get(nb_isa_acti
 double nb_softmax_exp(const float *x, float *y, int64_t n, float max) {
     return nb_act_get(nb_isa_active())->softmax_exp(x, y, n, max);
 }
+void nb_swiglu(float *g, const float *u, int64_t n) { nb_act_get(nb_isa_active())->swiglu(g, u, n); }
 
 const char *nb_matmul_kernel_name(int wtype, nb_route route) {
     const nb_kernel *k = nb_kernel_get(nb_isa_active(), wtype);

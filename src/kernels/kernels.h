@@ -93,6 +93,7 @@ typedef struct nb_act_set {
     void (*round_f16)(float *x, int64_t n); /* each value to the nearest fp16 (RNE), in place */
     void (*to_f16)(const float *x, uint16_t *h, int64_t n); /* the same fp16 values' bits */
     double (*softmax_exp)(const float *x, float *y, int64_t n, float max); /* nb_softmax_exp */
+    void (*swiglu)(float *g, const float *u, int64_t n);                  /* nb_swiglu */
     const char *name;
 } nb_act_set;
 extern const nb_act_set nb_act_ref, nb_act_avx2;

@@ -1,19 +1,25 @@
 /*
- * forward.c: the Gemma 3 forward pass, a batch of tokens at a time, and the context (KV cache +
- * activation arena) it runs in.
+ * forward.c: the decoder's forward pass, a batch of tokens at a time, for every family from its
+ * nb_arch description (model.h), and the context (KV cache + activation arena) it runs in.
  *
- *   x = token_embd[tok] * sqrt(n_embd)
+ *   x = token_embd[tok] * embd_scale
  *   per layer:  h = rmsnorm(x) * attn_norm
- *               q, k, v = h Wq, h Wk, h Wv;  q, k = rmsnorm per head * q_norm / k_norm
- *               q, k = rope_neox(q, k, pos, local ? base_local : base);  q *= 1/sqrt(head_dim)
- *               o = attention(q, K[..pos], V[..pos]) Wo   (causal; local layers see the last
- *                   `sliding_window` positions only)
- *               x += rmsnorm(o) * post_attention_norm
+ *               q, k, v = h Wq + bq, h Wk + bk, h Wv + bv     (or one fused h Wqkv, split)
+ *               q, k = rmsnorm per head * q_norm / k_norm      (families with head norms)
+ *               q, k = rope(q, k, pos)                         (NORM or NEOX, factors, scale)
+ *               q *= attn_scale                                (q_prescale families)
+ *               s = K q;  s = cap * tanh(s / cap)              (attention softcap)
+ *               o = softmax(s * (q_prescale ? 1 : attn_scale)) V Wo + bo   (causal; local
+ *                   layers see the last `sliding_window` positions only)
+ *               x += post_attn_norm ? rmsnorm(o) * post_attn_norm : o
  *               h = rmsnorm(x) * ffn_norm
- *               x += rmsnorm((gelu_tanh(h Wgate) * (h Wup)) Wdown) * post_ffw_norm
- *   logits = (rmsnorm(x) * output_norm) Wout
+ *               o = (act(h Wgate + bg) * (h Wup + bu)) Wdown + bd   (or a fused gate | up)
+ *               x += post_ffw_norm ? rmsnorm(o) * post_ffw_norm : o
+ *   logits = (rmsnorm(x) * output_norm) Wout + bout;  logits = cap * tanh(logits / cap)
  *
- * Shapes are row-major (token, width). Every product is nb_matmul on the tensor's own type.
+ * Each step is the operation llama.cpp's graph for the family performs, in its order, so that
+ * logits can be compared bit for bit. Shapes are row-major (token, width). Every product is
+ * nb_matmul on the tensor's own type.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -37,25 +43,30 @@ static void rmsnorm(float *y, const float *x, const float *w, int n, float eps) 
     for (int i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
 
-/* NEOX rotation angles of a position, as ggml builds its cache: theta_i = pos * base^(-2i/d) by
- * repeated multiplication in float; cs[2i] = cos, cs[2i+1] = sin. */
-static void rope_angles(float *cs, int d, int pos, float base) {
-    const float step = powf(base, -2.0f / (float)d);
+/* Rotation angles of a position as ggml's rope cache holds them: theta_i = pos * base^(-2i/n_rot)
+ * by repeated multiplication in float, divided by the factor ff[i] when there are factors, times
+ * freq_scale; cs[2i] = cos * mscale, cs[2i+1] = sin * mscale. */
+static void rope_angles(float *cs, int n_rot, int pos, float base, float freq_scale, const float *ff, float mscale) {
+    const float step = powf(base, -2.0f / (float)n_rot);
     float theta = (float)pos;
-    for (int i = 0; i < d / 2; i++) {
-        cs[2 * i] = cosf(theta), cs[2 * i + 1] = sinf(theta);
+    for (int i = 0; i < n_rot / 2; i++) {
+        const float t = freq_scale * (ff ? theta / ff[i] : theta);
+        cs[2 * i] = cosf(t) * mscale, cs[2 * i + 1] = sinf(t) * mscale;
         theta *= step;
     }
 }
 
-/* NEOX rotation of one head: element i pairs with i + d/2; each rotated value with the first
- * product fused, as llama.cpp's x86 build compiles a*c - b*s (the queries' and keys' fp16
- * rounding shows a one-ulp difference at a few positions in a hundred). */
-static void rope_neox(float *x, int d, const float *cs) {
-    for (int i = 0; i < d / 2; i++) {
-        const float c = cs[2 * i], s = cs[2 * i + 1], a = x[i], b = x[i + d / 2];
-        x[i] = fmaf(a, c, -(b * s));
-        x[i + d / 2] = fmaf(a, s, b * c);
+/* Rotation of the first n_rot elements of one head: element a pairs with b = a + n_rot/2 (NEOX)
+ * or a + 1 (NORM); each rotated value with the first product fused, as llama.cpp's x86 build
+ * compiles a*c - b*s (the queries' and keys' fp16 rounding shows a one-ulp difference at a few
+ * positions in a hundred). */
+static void rope(float *x, int n_rot, const float *cs, nb_rope_kind kind) {
+    const int step = kind == NB_ROPE_NEOX ? 1 : 2, off = kind == NB_ROPE_NEOX ? n_rot / 2 : 1;
+    for (int i = 0; i < n_rot / 2; i++) {
+        float *p = x + i * step;
+        const float c = cs[2 * i], s = cs[2 * i + 1], a = p[0], b = p[off];
+        p[0] = fmaf(a, c, -(b * s));
+        p[off] = fmaf(a, s, b * c);
     }
 }
 
@@ -72,8 +83,9 @@ struct nb_ctx {
     size_t kv_row_bytes;         /* one cached head row: head_dim elements of kv_type */
     uint8_t *k_cache;            /* (n_layer, n_head_kv, n_cells, head_dim), zero until written */
     uint8_t *v_cache;            /* (n_layer, n_head_kv, head_dim, n_cells): transposed */
-    /* activation arena, (n_batch, width) each */
-    float *x, *h, *q, *k, *v, *att, *o, *g, *u;
+    int long_rope;               /* n_ctx past the original context: LongRoPE's long factors */
+    /* activation arena, (n_batch, width) each; t holds a fused product before its split */
+    float *x, *h, *q, *k, *v, *att, *o, *g, *u, *t;
     float *scores;               /* (n_threads, ATT_SCRATCH): scores, rounded queries */
     nb_observer_fn observer;     /* optional: sees every matmul input */
     void *observer_user;
@@ -103,6 +115,7 @@ nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out)
     c->n_ctx = d.n_ctx;
     c->n_cells = (d.n_ctx + 31) & ~31;
     c->n_batch = d.n_batch;
+    c->long_rope = d.n_ctx > m->arch.n_ctx_orig; /* llama.cpp: n_ctx_seq > n_ctx_orig_yarn */
     c->kv_type = d.kv_f32 ? NB_TYPE_F32 : NB_TYPE_F16;
     c->kv_row_bytes = (size_t)in->head_dim * (d.kv_f32 ? 4 : 2);
     if (d.pool) {
@@ -119,9 +132,14 @@ nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out)
     const size_t B = (size_t)d.n_batch, E = in->n_embd, D = in->head_dim, F = in->n_ff;
     const size_t Q = (size_t)in->n_head * D, KV = (size_t)in->n_head_kv * D, G = (size_t)(in->n_head / in->n_head_kv);
     const size_t cache = (size_t)in->n_layer * in->n_head_kv * (size_t)c->n_cells * c->kv_row_bytes;
-    const size_t floats[] = {B * E, B * E, B * Q, B * KV, B * KV, B * Q, B * E, B * F, B * F,
+    size_t fused = 0;
+    for (int il = 0; il < in->n_layer; il++) {
+        if (m->layers[il].wqkv.name && fused < Q + 2 * KV) fused = Q + 2 * KV;
+        if (!m->layers[il].gate.name && fused < 2 * F) fused = 2 * F;
+    }
+    const size_t floats[] = {B * E, B * E, B * Q, B * KV, B * KV, B * Q, B * E, B * F, B * F, B * fused,
                              (size_t)nb_pool_threads(c->pool) * ATT_SCRATCH(G, c->n_cells, D)};
-    float **bufs[] = {&c->x, &c->h, &c->q, &c->k, &c->v, &c->att, &c->o, &c->g, &c->u, &c->scores};
+    float **bufs[] = {&c->x, &c->h, &c->q, &c->k, &c->v, &c->att, &c->o, &c->g, &c->u, &c->t, &c->scores};
     size_t arena = 0;
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) arena += (floats[i] * 4 + 63) & ~(size_t)63;
     c->arena_bytes = 2 * cache + arena;
@@ -181,28 +199,32 @@ static uint8_t *kv_head(const nb_ctx *c, uint8_t *cache, int il, int g) {
     return cache + ((size_t)il * heads + (size_t)g) * (size_t)c->n_cells * c->kv_row_bytes;
 }
 
-/* Per token: q/k head norms, RoPE, scale q; store k and v at the token's position. */
+/* Per token: q/k head norms, RoPE, q's scale; store k and v at the token's position. */
 static void qk_prepare(void *arg, int64_t t0, int64_t t1) {
     const batch *b = arg;
     nb_ctx *c = b->c;
     const nb_model *m = c->m;
     const nb_model_info *in = &m->info;
+    const nb_arch *a = &m->arch;
     const nb_layer *L = &m->layers[b->il];
     const int D = in->head_dim, HQ = in->n_head, HK = in->n_head_kv;
     const float base = L->sliding ? in->rope_base_local : in->rope_base;
+    const float fscale = L->sliding ? a->rope_freq_scale_local : a->rope_freq_scale;
+    const float *ff = c->long_rope ? L->rope_long : L->rope_factors;
     float cs[NB_MAX_HEAD_DIM]; /* the position's angles, shared by its heads */
     for (int64_t t = t0; t < t1; t++) {
         const int pos = b->pos0 + (int)t;
         float *q = c->q + t * HQ * D, *k = c->k + t * HK * D, *v = c->v + t * HK * D;
-        rope_angles(cs, D, pos, base);
+        rope_angles(cs, in->n_rot, pos, base, fscale, ff, a->rope_attn_factor);
         for (int h = 0; h < HQ; h++) {
-            rmsnorm(q + h * D, q + h * D, L->q_norm, D, in->rms_eps);
-            rope_neox(q + h * D, D, cs);
-            for (int i = 0; i < D; i++) q[h * D + i] *= m->attn_scale;
+            if (L->q_norm) rmsnorm(q + h * D, q + h * D, L->q_norm, D, in->rms_eps);
+            rope(q + h * D, in->n_rot, cs, a->rope);
+            if (a->q_prescale)
+                for (int i = 0; i < D; i++) q[h * D + i] *= a->attn_scale;
         }
         for (int g = 0; g < HK; g++) {
-            rmsnorm(k + g * D, k + g * D, L->k_norm, D, in->rms_eps);
-            rope_neox(k + g * D, D, cs);
+            if (L->k_norm) rmsnorm(k + g * D, k + g * D, L->k_norm, D, in->rms_eps);
+            rope(k + g * D, in->n_rot, cs, a->rope);
             /* the cache holds F32 copies or F16 values (RNE), as llama.cpp's cache copy makes them */
             nb_quantize(c->kv_type, k + g * D, kv_head(c, c->k_cache, b->il, g) + (size_t)pos * c->kv_row_bytes, D);
             uint8_t *vt = kv_head(c, c->v_cache, b->il, g);
@@ -226,6 +248,7 @@ static void qk_prepare(void *arg, int64_t t0, int64_t t1) {
  * scratch: ATT_SCRATCH floats. */
 static void attend_one(nb_ctx *c, const batch *b, nb_pool *pool, int t, int g, float *scratch) {
     const nb_model_info *in = &c->m->info;
+    const nb_arch *a = &c->m->arch;
     const nb_layer *L = &c->m->layers[b->il];
     const int D = in->head_dim, HQ = in->n_head, G = HQ / in->n_head_kv, pos = b->pos0 + t;
     const size_t esz = c->kv_row_bytes / (size_t)D;
@@ -245,6 +268,10 @@ static void attend_one(nb_ctx *c, const batch *b, nb_pool *pool, int t, int g, f
                  scores, route);
     for (int r = 0; r < G; r++) {
         float *s = scores + (size_t)r * nk, mx = -INFINITY;
+        if (a->attn_softcap)
+            for (int j = 0; j < nk; j++) s[j] = tanhf(s[j] * (1.0f / a->attn_softcap)) * a->attn_softcap;
+        if (!a->q_prescale)
+            for (int j = 0; j < nk; j++) s[j] *= a->attn_scale;
         for (int j = 0; j < nk; j++)
             if (j < lo - lo32 || j > pos - lo32) s[j] = -INFINITY;
         for (int j = 0; j < nk; j++) mx = s[j] > mx ? s[j] : mx;
@@ -284,70 +311,95 @@ static void norm_rows(float *dst, const float *src, const float *w, int n, int d
     for (int t = 0; t < n; t++) rmsnorm(dst + (size_t)t * dim, src + (size_t)t * dim, w, dim, eps);
 }
 
-static nb_status mm(nb_ctx *c, const nb_weight *w, const float *x, int n, float *y) {
+/* y[t] += bias for n rows of `width` (no bias: nothing). */
+static void add_bias(float *y, const float *bias, int n, int64_t width) {
+    for (int t = 0; bias && t < n; t++)
+        for (int64_t i = 0; i < width; i++) y[t * width + i] += bias[i];
+}
+
+/* y (n rows of w->n_out) = x W, times the weight's two-level scale, plus the bias when there is one. */
+static nb_status mm(nb_ctx *c, const nb_weight *w, const float *bias, const float *x, int n, float *y) {
     if (c->observer) c->observer(c->observer_user, w->name, x, n, w->n_in);
     nb_status s = nb_matmul(c->pool, w->type, w->data, w->n_out, w->n_in, x, n, y);
-    if (!s && w->scale != 1.0f)
+    if (s) return s;
+    if (w->scale != 1.0f)
         for (size_t i = 0; i < (size_t)n * (size_t)w->n_out; i++) y[i] *= w->scale;
-    return s;
+    add_bias(y, bias, n, w->n_out);
+    return NB_OK;
 }
 
-typedef struct gelu_job {
-    const nb_model *m;
-    float *g;
-    const float *u;
-} gelu_job;
+/* Columns [off, off + width) of n rows of `stride` floats, packed: a fused product's parts. */
+static void split_cols(float *dst, const float *src, int n, int stride, int off, int width) {
+    for (int t = 0; t < n; t++) memcpy(dst + (size_t)t * width, src + (size_t)t * stride + off, sizeof(float) * (size_t)width);
+}
 
-/* g = gelu(g) * u, GELU through llama.cpp's fp16 table (inputs beyond +-10 bypass it, as there);
- * the table indices are converted a slice at a time by the active kernel set. */
-static void gelu_mul(void *arg, int64_t i0, int64_t i1) {
-    const gelu_job *j = arg;
-    uint16_t h[256];
-    for (int64_t s = i0; s < i1; s += 256) {
-        const int64_t n = i1 - s < 256 ? i1 - s : 256;
-        nb_to_fp16(j->g + s, h, n);
-        /* the table's lines (evicted by the weights streamed since the last layer) asked for at
-         * once: 40 % less time here than missing them one lookup at a time (perf, 1 thread) */
-        for (int64_t k = 0; k < n; k++) __builtin_prefetch(&j->m->gelu_f16[h[k]]);
-        for (int64_t k = 0; k < n; k++) {
-            const float x = j->g[s + k];
-            float a;
-            if (x <= -10.0f) a = 0.0f;
-            else if (x >= 10.0f) a = x;
-            else a = j->m->gelu_f16[h[k]];
-            j->g[s + k] = a * j->u[s + k];
-        }
+/* x += post ? rmsnorm(o) * post : o, for n rows of width E. */
+static void residual(float *x, float *o, const float *post, int n, int E, float eps) {
+    for (int t = 0; t < n; t++) {
+        float *ot = o + (size_t)t * E, *xt = x + (size_t)t * E;
+        if (post) rmsnorm(ot, ot, post, E, eps);
+        for (int i = 0; i < E; i++) xt[i] += ot[i];
     }
 }
 
-static nb_status layer_forward(nb_ctx *c, int il, int n, int pos0) {
-    const nb_model *m = c->m;
-    const nb_model_info *in = &m->info;
-    const nb_layer *L = &m->layers[il];
-    const int E = in->n_embd, F = in->n_ff;
+typedef struct glu_job {
+    const nb_ctx *c;
+    int F;
+} glu_job;
+
+/* g = act(g) * u, a row at a time (llama.cpp's GLU rows). */
+static void glu_rows(void *arg, int64_t t0, int64_t t1) {
+    const glu_job *j = arg;
+    for (int64_t t = t0; t < t1; t++) {
+        float *g = j->c->g + t * j->F;
+        const float *u = j->c->u + t * j->F;
+        if (j->c->m->arch.act == NB_ACT_SILU) nb_swiglu(g, u, j->F);
+        else nb_geglu(g, u, j->F);
+    }
+}
+
+static nb_status attention_block(nb_ctx *c, int il, int n, int pos0) {
+    const nb_model_info *in = &c->m->info;
+    const nb_layer *L = &c->m->layers[il];
+    const int QW = in->n_head * in->head_dim, KW = in->n_head_kv * in->head_dim;
     nb_status s;
-    norm_rows(c->h, c->x, L->attn_norm, n, E, in->rms_eps);
-    if ((s = mm(c, &L->wq, c->h, n, c->q)) || (s = mm(c, &L->wk, c->h, n, c->k)) || (s = mm(c, &L->wv, c->h, n, c->v)))
+    norm_rows(c->h, c->x, L->attn_norm, n, in->n_embd, in->rms_eps);
+    if (L->wqkv.name) {
+        if ((s = mm(c, &L->wqkv, NULL, c->h, n, c->t))) return s;
+        split_cols(c->q, c->t, n, QW + 2 * KW, 0, QW);
+        split_cols(c->k, c->t, n, QW + 2 * KW, QW, KW);
+        split_cols(c->v, c->t, n, QW + 2 * KW, QW + KW, KW);
+        add_bias(c->q, L->bq, n, QW);
+        add_bias(c->k, L->bk, n, KW);
+        add_bias(c->v, L->bv, n, KW);
+    } else if ((s = mm(c, &L->wq, L->bq, c->h, n, c->q)) || (s = mm(c, &L->wk, L->bk, c->h, n, c->k)) ||
+               (s = mm(c, &L->wv, L->bv, c->h, n, c->v))) {
         return s;
+    }
     batch b = {c, il, n, pos0};
-    if ((s = nb_pool_for(c->pool, n, 1, qk_prepare, &b))) return s;
-    if ((s = attend(c, &b))) return s;
-    if ((s = mm(c, &L->wo, c->att, n, c->o))) return s;
-    for (int t = 0; t < n; t++) {
-        float *o = c->o + (size_t)t * E, *x = c->x + (size_t)t * E;
-        rmsnorm(o, o, L->post_attn_norm, E, in->rms_eps);
-        for (int i = 0; i < E; i++) x[i] += o[i];
+    if ((s = nb_pool_for(c->pool, n, 1, qk_prepare, &b)) || (s = attend(c, &b)) ||
+        (s = mm(c, &L->wo, L->bo, c->att, n, c->o)))
+        return s;
+    residual(c->x, c->o, L->post_attn_norm, n, in->n_embd, in->rms_eps);
+    return NB_OK;
+}
+
+static nb_status ffn_block(nb_ctx *c, int il, int n) {
+    const nb_model_info *in = &c->m->info;
+    const nb_layer *L = &c->m->layers[il];
+    const int F = in->n_ff;
+    nb_status s;
+    norm_rows(c->h, c->x, L->ffn_norm, n, in->n_embd, in->rms_eps);
+    if (!L->gate.name) { /* fused gate | up: the first half is the gate */
+        if ((s = mm(c, &L->up, NULL, c->h, n, c->t))) return s;
+        split_cols(c->g, c->t, n, 2 * F, 0, F);
+        split_cols(c->u, c->t, n, 2 * F, F, F);
+    } else if ((s = mm(c, &L->gate, L->b_gate, c->h, n, c->g)) || (s = mm(c, &L->up, L->b_up, c->h, n, c->u))) {
+        return s;
     }
-    norm_rows(c->h, c->x, L->ffn_norm, n, E, in->rms_eps);
-    if ((s = mm(c, &L->gate, c->h, n, c->g)) || (s = mm(c, &L->up, c->h, n, c->u))) return s;
-    gelu_job gj = {m, c->g, c->u};
-    if ((s = nb_pool_for(c->pool, (int64_t)n * F, 4096, gelu_mul, &gj))) return s;
-    if ((s = mm(c, &L->down, c->g, n, c->o))) return s;
-    for (int t = 0; t < n; t++) {
-        float *o = c->o + (size_t)t * E, *x = c->x + (size_t)t * E;
-        rmsnorm(o, o, L->post_ffw_norm, E, in->rms_eps);
-        for (int i = 0; i < E; i++) x[i] += o[i];
-    }
+    glu_job j = {c, F};
+    if ((s = nb_pool_for(c->pool, n, 1, glu_rows, &j)) || (s = mm(c, &L->down, L->b_down, c->g, n, c->o))) return s;
+    residual(c->x, c->o, L->post_ffw_norm, n, in->n_embd, in->rms_eps);
     return NB_OK;
 }
 
@@ -356,23 +408,25 @@ static nb_status batch_forward(nb_ctx *c, const int32_t *tok, int n, float *logi
     const nb_model *m = c->m;
     const nb_model_info *in = &m->info;
     const int E = in->n_embd;
-    const float scale = sqrtf((float)E);
-    nb_status s;
+    const nb_weight *emb = &m->token_embd;
+    size_t row;
+    nb_status s = nb_row_bytes(emb->type, E, &row);
+    if (s) return s;
     for (int t = 0; t < n; t++) {
-        const nb_weight *emb = &m->token_embd;
-        size_t row;
-        if ((s = nb_row_bytes(emb->type, E, &row))) return s;
         float *x = c->x + (size_t)t * E;
         if ((s = nb_dequantize(emb->type, (const uint8_t *)emb->data + row * (size_t)tok[t], x, E))) return s;
-        for (int i = 0; i < E; i++) x[i] = x[i] * emb->scale * scale;
+        for (int i = 0; i < E; i++) x[i] = x[i] * emb->scale * m->arch.embd_scale;
     }
     for (int il = 0; il < in->n_layer; il++)
-        if ((s = layer_forward(c, il, n, c->pos))) return s;
+        if ((s = attention_block(c, il, n, c->pos)) || (s = ffn_block(c, il, n))) return s;
     c->pos += n;
     if (!logits || first_logit >= n) return NB_OK;
     const int nl = n - first_logit;
     norm_rows(c->h, c->x + (size_t)first_logit * E, m->output_norm, nl, E, in->rms_eps);
-    return mm(c, &m->output, c->h, nl, logits);
+    if ((s = mm(c, &m->output, m->b_output, c->h, nl, logits))) return s;
+    const float cap = m->arch.final_softcap;
+    for (size_t i = 0; cap && i < (size_t)nl * (size_t)in->n_vocab; i++) logits[i] = tanhf(logits[i] * (1.0f / cap)) * cap;
+    return NB_OK;
 }
 
 nb_status nb_ctx_eval(nb_ctx *c, const int32_t *tokens, int n, float *logits, int all_logits) {

@@ -95,5 +95,15 @@ static double softmax_exp_ref(const float *x, float *y, int64_t n, float max) {
     return sum;
 }
 
+/* g = silu(g) * u as llama.cpp's x86 ggml_vec_swiglu_f32 (AVX2): x / (1 + e^-x), ggml's
+ * exponential over whole 8s, libm's expf on the last n % 8. */
+static void swiglu_ref(float *g, const float *u, int64_t n) {
+    const int64_t n8 = n & ~(int64_t)7;
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i], e = i < n8 ? exp_ggml(0.0f - x) : expf(-x);
+        g[i] = x / (1.0f + e) * u[i];
+    }
+}
+
 const nb_act_set nb_act_ref = {nb_act_q8_0_ref, nb_q8_k_quantize_ref, act_q8_0x_ref, round_f16_ref, to_f16_ref,
-                               softmax_exp_ref, "ref"};
+                               softmax_exp_ref, swiglu_ref, "ref"};

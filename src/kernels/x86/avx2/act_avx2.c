@@ -175,5 +175,14 @@ static double softmax_exp_avx2(const float *x, float *y, int64_t n, float max) {
     return sum;
 }
 
+static void swiglu_avx2(float *g, const float *u, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(g + i), e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
 const nb_act_set nb_act_avx2 = {act_q8_0_avx2, act_q8_k_avx2, act_q8_0x_avx2, round_f16_avx2, to_f16_avx2,
-                                softmax_exp_avx2, "avx2"};
+                                softmax_exp_avx2, swiglu_avx2, "avx2"};
