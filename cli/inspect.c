@@ -3,7 +3,8 @@
  * read from its header only (the reader validates everything; no weight byte is touched):
  * architecture and hyperparameters, tokenizer, a census of tensor types (count, parameters,
  * bytes, share of the file, bits per weight, kernel), tensors that fell back to another type and
- * why, and the memory a run at -c N needs. Exit 0; 1 when the file is damaged or holds a type
+ * why, the hyperparameters nibble runs it with (or why it cannot), and the memory a run at -c N
+ * reserves (nb_ctx_estimate). Exit 0; 1 when the file is damaged or holds a type
  * nibble cannot run (named per tensor); 2 on bad usage.
  */
 #include <math.h>
@@ -59,9 +60,12 @@ typedef struct summary {
     census by_type[MAX_TYPE], total;
     int kquants; /* the file holds K-quant tensors, so legacy types on odd rows are fallbacks */
     uint64_t n_fallback;
-    /* memory at n_ctx: ok = 0 when a hyperparameter is missing or the arithmetic overflows */
-    int kv_ok;
-    uint64_t n_layer, n_head_kv, k_len, v_len, kv_bytes, mem_bytes;
+    /* the model as nibble binds it (NULL: it does not run; why in `why`) and what a context at
+     * n_ctx reserves (nb_ctx_estimate; mem_ok = 0 when it cannot say) */
+    nb_model *model;
+    char why[256];
+    int mem_ok;
+    size_t kv_bytes, ctx_bytes;
 } summary;
 
 static uint64_t nelem(const nb_gguf_tensor *t) {
@@ -105,22 +109,16 @@ static void summarize(summary *s, const nb_gguf *g, const char *path, int64_t n_
         if (is_kquant(t->type)) s->kquants = 1;
     }
     for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) s->n_fallback += is_fallback(s, nb_gguf_tensor_at(g, i));
-    /* KV cache in F16: 2 bytes x n_layer x n_ctx x n_head_kv x (key_length + value_length) */
-    uint64_t embd = 0, n_head = 0, ctx = 0;
-    if (n_ctx > 0) s->n_ctx = (uint64_t)n_ctx;
-    else if (get_arch_uint(s, "context_length", &ctx)) s->n_ctx = ctx;
-    else s->n_ctx = 4096;
-    int have = get_arch_uint(s, "block_count", &s->n_layer);
-    if (!get_arch_uint(s, "attention.head_count_kv", &s->n_head_kv)) have &= get_arch_uint(s, "attention.head_count", &s->n_head_kv);
-    if (!get_arch_uint(s, "attention.key_length", &s->k_len) || !get_arch_uint(s, "attention.value_length", &s->v_len)) {
-        have &= get_arch_uint(s, "embedding_length", &embd) && get_arch_uint(s, "attention.head_count", &n_head) && n_head;
-        if (have) s->k_len = s->v_len = embd / n_head;
+    if (nb_model_bind(g, &s->model)) {
+        snprintf(s->why, sizeof s->why, "%s", nb_last_error());
+        return;
     }
-    uint64_t kv = 2, dims;
-    s->kv_ok = have && nb_add_u64(s->k_len, s->v_len, &dims) && nb_mul_u64(kv, s->n_layer, &kv) &&
-               nb_mul_u64(kv, s->n_ctx, &kv) && nb_mul_u64(kv, s->n_head_kv, &kv) && nb_mul_u64(kv, dims, &kv) &&
-               nb_add_u64(kv, s->total.bytes, &s->mem_bytes);
-    s->kv_bytes = kv;
+    const nb_model_info *in = nb_model_get_info(s->model);
+    nb_ctx_params p = nb_ctx_default_params();
+    p.n_ctx = n_ctx > 0 ? (int)n_ctx : in->n_ctx_train;
+    s->n_ctx = (uint64_t)p.n_ctx;
+    s->mem_ok = nb_ctx_estimate(s->model, &p, &s->kv_bytes, &s->ctx_bytes) == NB_OK;
+    if (!s->mem_ok) snprintf(s->why, sizeof s->why, "%s", nb_last_error());
 }
 
 static double bpw(const census *c) { return c->params ? 8.0 * (double)c->bytes / (double)c->params : 0; }
@@ -145,6 +143,21 @@ static void print_value(FILE *f, const nb_gguf_value *v) {
     }
 }
 
+/* The hyperparameters nibble read and will run with (nb_model_info), not the raw keys above. */
+static void print_read(const nb_model_info *in) {
+    printf("runs:         yes, as %s: %d layers, width %d, FFN %d, %d heads (%d KV) of %d, vocabulary %d\n",
+           arg_safe(0, in->arch), in->n_layer, in->n_embd, in->n_ff, in->n_head, in->n_head_kv, in->head_dim,
+           in->n_vocab);
+    printf("              RoPE on %d dimensions, base %g", in->n_rot, in->rope_base);
+    if (in->n_sliding) printf(" (local layers %g)", in->rope_base_local);
+    printf(", scaling %s", in->rope_scaling);
+    if (in->rope_freq_scale != 1.0f) printf(" (factor %g)", 1.0 / in->rope_freq_scale);
+    printf("; RMS epsilon %g\n", in->rms_eps);
+    if (in->n_sliding) printf("              sliding window %d on %d of %d layers\n", in->sliding_window, in->n_sliding, in->n_layer);
+    if (in->attn_softcap || in->final_softcap)
+        printf("              softcap: attention %g, final %g\n", in->attn_softcap, in->final_softcap);
+}
+
 static void print_human(const summary *s, int tensors) {
     const nb_gguf *g = s->g;
     printf("file:         %s\n", s->path);
@@ -165,6 +178,8 @@ static void print_human(const summary *s, int tensors) {
     if (get_arch_uint(s, "context_length", &ctx)) printf("context:      %llu tokens (trained)\n", (unsigned long long)ctx);
     printf("vocabulary:   %llu token%s, tokenizer %s\n", (unsigned long long)s->vocab, nb_plural((long long)s->vocab),
            *s->tokenizer ? arg_safe(0, s->tokenizer) : "?");
+    if (s->model) print_read(nb_model_get_info(s->model));
+    else printf("runs:         no: %s\n", arg_safe(0, s->why));
     printf("\n%-8s %8s %14s %12s %7s %8s  %s\n", "type", "tensors", "parameters", "MiB", "share", "bits/w", "kernel");
     for (int t = 0; t < MAX_TYPE; t++) {
         const census *c = &s->by_type[t];
@@ -202,15 +217,14 @@ static void print_human(const summary *s, int tensors) {
                    (long long)grp[k].ne0, arg_safe(0, grp[k].first));
         if (more) printf("  %d more (see --tensors)\n", more);
     }
-    printf("\nmemory at -c %llu: ", (unsigned long long)s->n_ctx);
-    if (s->kv_ok)
-        printf("weights %.1f MiB (mapped) + KV cache %.1f MiB = %.1f MiB\n"
-               "              (KV in F16: 2 B x %llu layers x %llu positions x %llu KV heads x (%llu key + %llu value))\n",
-               mib(s->total.bytes), mib(s->kv_bytes), mib(s->mem_bytes), (unsigned long long)s->n_layer,
-               (unsigned long long)s->n_ctx, (unsigned long long)s->n_head_kv, (unsigned long long)s->k_len,
-               (unsigned long long)s->v_len);
+    if (s->mem_ok)
+        printf("\nmemory at -c %llu: weights %.1f MiB (mapped) + KV cache %.1f MiB (f16) + activations %.1f MiB "
+               "(-b 512, default threads)\n              = %.1f MiB; `nibble run -c %llu` reserves the last two\n",
+               (unsigned long long)s->n_ctx, mib(s->total.bytes), mib(s->kv_bytes), mib(s->ctx_bytes - s->kv_bytes),
+               mib(s->total.bytes + s->ctx_bytes), (unsigned long long)s->n_ctx);
     else
-        printf("weights %.1f MiB (mapped); KV cache unknown (hyperparameters missing or too large)\n", mib(s->total.bytes));
+        printf("\nmemory: weights %.1f MiB (mapped); the context unknown: %s\n", mib(s->total.bytes),
+               s->model ? arg_safe(0, s->why) : "the model does not run");
     if (!tensors) return;
     printf("\n%-40s %-7s %-28s %12s %12s\n", "tensor", "type", "shape", "bytes", "offset");
     for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) {
@@ -275,13 +289,28 @@ static void print_json(const summary *s) {
     printf("\n  ],\n  \"total\": {\"tensors\": %llu, \"parameters\": %llu, \"bytes\": %llu, \"bits_per_weight\": %.6f},\n",
            (unsigned long long)s->total.count, (unsigned long long)s->total.params, (unsigned long long)s->total.bytes,
            bpw(&s->total));
+    printf("  \"runs\": ");
+    if (s->model) {
+        const nb_model_info *in = nb_model_get_info(s->model);
+        printf("{\"n_layer\": %d, \"n_embd\": %d, \"n_ff\": %d, \"n_head\": %d, \"n_head_kv\": %d, \"head_dim\": %d, "
+               "\"n_rot\": %d, \"n_vocab\": %d, \"n_ctx_train\": %d, \"rope_base\": %.9g, \"rope_base_local\": %.9g, "
+               "\"rope_scaling\": \"%s\", \"rope_freq_scale\": %.9g, \"sliding_window\": %d, \"n_sliding\": %d, "
+               "\"rms_eps\": %.9g, \"attn_softcap\": %.9g, \"final_softcap\": %.9g},\n",
+               in->n_layer, in->n_embd, in->n_ff, in->n_head, in->n_head_kv, in->head_dim, in->n_rot, in->n_vocab,
+               in->n_ctx_train, in->rope_base, in->rope_base_local, in->rope_scaling, in->rope_freq_scale,
+               in->sliding_window, in->n_sliding, in->rms_eps, in->attn_softcap, in->final_softcap);
+    } else {
+        printf("{\"error\": ");
+        arg_json_str(stdout, s->why, strlen(s->why));
+        printf("},\n");
+    }
     printf("  \"memory\": {\"n_ctx\": %llu, \"weights_bytes\": %llu, ", (unsigned long long)s->n_ctx,
            (unsigned long long)s->total.bytes);
-    if (s->kv_ok)
-        printf("\"kv_cache_bytes\": %llu, \"total_bytes\": %llu},\n", (unsigned long long)s->kv_bytes,
-               (unsigned long long)s->mem_bytes);
+    if (s->mem_ok)
+        printf("\"kv_cache_bytes\": %zu, \"context_bytes\": %zu, \"total_bytes\": %llu},\n", s->kv_bytes, s->ctx_bytes,
+               (unsigned long long)(s->total.bytes + s->ctx_bytes));
     else
-        printf("\"kv_cache_bytes\": null, \"total_bytes\": null},\n");
+        printf("\"kv_cache_bytes\": null, \"context_bytes\": null, \"total_bytes\": null},\n");
     printf("  \"tensors\": [");
     for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) {
         const nb_gguf_tensor *t = nb_gguf_tensor_at(g, i);
@@ -335,6 +364,7 @@ int cmd_inspect(int argc, char **argv) {
                       nb_type_name(t->type), t->type);
     }
     if (bad) arg_error("%s: %lld tensor%s of types nibble cannot run", path, (long long)bad, nb_plural(bad));
+    nb_model_free(s->model);
     free(s);
     nb_gguf_close(g);
     return bad ? 1 : 0;

@@ -469,6 +469,9 @@ typedef struct nb_model_info {
 /* Opens, validates and binds a model. Refuses an unknown architecture by name, hyperparameters
  * out of range, and any missing or mis-shaped tensor (naming it). */
 NB_API nb_status nb_model_load(const char *path, nb_model **out);
+/* The same binding over a GGUF the caller opened (any flags) and keeps open until nb_model_free;
+ * nb_model_free leaves it open. */
+NB_API nb_status nb_model_bind(const nb_gguf *g, nb_model **out);
 NB_API void nb_model_free(nb_model *m);
 NB_API const nb_model_info *nb_model_get_info(const nb_model *m);
 NB_API const nb_tokenizer *nb_model_tokenizer(const nb_model *m);
@@ -483,6 +486,11 @@ typedef struct nb_ctx_params {
 } nb_ctx_params;
 
 NB_API nb_ctx_params nb_ctx_default_params(void);
+/* What nb_ctx_create(m, p) would reserve, without creating it: the KV cache and the whole
+ * reservation (KV cache plus activation arena, = nb_ctx_memory), in bytes; either pointer may be
+ * NULL. p's n_threads (or pool) sizes the per-thread attention scratch. Same checks and errors
+ * as nb_ctx_create. */
+NB_API nb_status nb_ctx_estimate(const nb_model *m, const nb_ctx_params *p, size_t *kv_bytes, size_t *total_bytes);
 NB_API nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out);
 NB_API void nb_ctx_free(nb_ctx *c);
 /* Appends n tokens at positions pos .. pos+n-1 (batched by n_batch). logits: NULL for none; else

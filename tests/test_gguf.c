@@ -417,7 +417,7 @@ TEST(huge_layer_count) {
     CHECK(!nb_gguf_writer_create(&w), "create");
     CHECK(!nb_gguf_writer_set_string(w, "general.architecture", "gemma3"), "arch");
     CHECK(!nb_gguf_writer_set_u32(w, "gemma3.block_count", 0xFFFFFFFFu), "blocks");
-    /* and hyperparameters whose KV-cache product overflows 64 bits (inspect must say so, not wrap) */
+    /* and hyperparameters whose KV-cache product overflows 64 bits (inspect must refuse them, not wrap) */
     CHECK(!nb_gguf_writer_set_u32(w, "gemma3.context_length", 0xFFFFFFFFu), "ctx");
     CHECK(!nb_gguf_writer_set_u64(w, "gemma3.attention.head_count_kv", 1ull << 40), "heads");
     CHECK(!nb_gguf_writer_set_u32(w, "gemma3.attention.key_length", 0xFFFFFFFFu), "k");
@@ -635,7 +635,9 @@ TEST(inspect_cli) {
     CHECK(inspect("tests/corpus/bad/tensors_overlap.bad", out, sizeof out) == 1 && strstr(out, "overlaps"),
           "damaged: %s", out);
     snprintf(args, sizeof args, "%s", tmp_path("layers.gguf"));
-    CHECK(inspect(args, out, sizeof out) == 0 && strstr(out, "KV cache unknown"), "huge hyperparameters: %s", out);
+    CHECK(inspect(args, out, sizeof out) == 0 && strstr(out, "runs:         no: model: metadata 'gemma3.block_count'") &&
+              strstr(out, "the context unknown"),
+          "huge hyperparameters: %s", out);
     CHECK(inspect("", out, sizeof out) == 2, "no model");
     CHECK(inspect("--bogus x.gguf", out, sizeof out) == 2, "unknown option");
     CHECK(inspect("-c zero x.gguf", out, sizeof out) == 2, "bad -c");
@@ -646,7 +648,8 @@ TEST(inspect_cli) {
     snprintf(args, sizeof args, "-c 4096 %s", model);
     CHECK(inspect(args, out, sizeof out) == 0, "model: %s", out);
     const char *want[] = {"q4_K", "q5_0", "q6_K", "q8_0", "f32", "262144 tokens", "architecture gemma3",
-                          "81 in q5_0 instead of q4_K: row length 640", "KV cache 72.0 MiB"};
+                          "81 in q5_0 instead of q4_K: row length 640", "runs:         yes, as gemma3: 18 layers",
+                          "sliding window 512 on 15 of 18 layers", "KV cache 72.0 MiB"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK(strstr(out, want[i]), "model output lacks '%s'", want[i]);
 }
 

@@ -493,6 +493,36 @@ TEST(softmax_exp_sets_match_reference) {
         }
 }
 
+/* SiLU-gated rows: every set gives the reference's bits on lengths off the 8-chunks (the tail
+ * takes libm's expf), inputs out to +-100 (e^-x overflowing and underflowing); the reference is
+ * silu(x) * u to a few ulps (or 0 where e^-x overflows float, below x = -88.7). */
+TEST(swiglu_sets_match_reference) {
+    enum { N = 45 };
+    float g[N], u[N], ya[N], yb[N];
+    uint32_t s = 4242;
+    for (int n = 1; n <= N; n += 4)
+        for (int round = 0; round < 20; round++) {
+            for (int i = 0; i < n; i++) {
+                s = s * 1664525u + 1013904223u;
+                g[i] = (float)(int32_t)s / 2147483648.0f * (round < 10 ? 8.0f : 100.0f);
+                u[i] = (float)(s >> 8) / 16777216.0f - 0.5f;
+            }
+            memcpy(ya, g, sizeof g);
+            nb_act_get(NB_ISA_REF)->swiglu(ya, u, n);
+            for (int isa = NB_ISA_AVX2; isa <= (int)nb_isa_best(); isa++) {
+                memcpy(yb, g, sizeof g);
+                nb_act_get((nb_isa)isa)->swiglu(yb, u, n);
+                CHECK(!memcmp(ya, yb, sizeof(float) * (size_t)n), "%s swiglu differs (n %d, round %d)",
+                      nb_isa_name((nb_isa)isa), n, round);
+            }
+            for (int i = 0; i < n; i++) {
+                const double e = (double)g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+                CHECK(fabs(ya[i] - e) <= 8 * 0x1p-24 * fabs(e) + 0x1p-120, "silu(%g) * %g: %.9g, exact %.9g", (double)g[i],
+                      (double)u[i], ya[i], e);
+            }
+        }
+}
+
 int main(void) {
     const nb_type_info *t;
     for (int i = 0; (t = nb_type_at(i)); i++)
@@ -513,5 +543,6 @@ int main(void) {
     RUN(strided_rows_match_packed);
     RUN(round_fp16_sets_match_reference);
     RUN(softmax_exp_sets_match_reference);
+    RUN(swiglu_sets_match_reference);
     return test_summary();
 }

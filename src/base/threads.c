@@ -101,13 +101,16 @@ static void stop_workers(nb_pool *p, int started) {
     for (int i = 0; i < started; i++) pthread_join(p->workers[i], NULL);
 }
 
+int nb_pool_default_threads(int n_threads) {
+    if (n_threads > 0) return n_threads;
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c <= 0 ? 1 : c > NB_MAX_THREADS ? NB_MAX_THREADS : (int)c; /* a big machine still gets a pool */
+}
+
 nb_status nb_pool_create(int n_threads, nb_pool **out) {
     if (!out) return nb_fail(NB_ERR_INVALID_ARG, "nb_pool_create: out is NULL");
     *out = NULL;
-    if (n_threads <= 0) {
-        long c = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = c <= 0 ? 1 : c > NB_MAX_THREADS ? NB_MAX_THREADS : (int)c; /* a big machine still gets a pool */
-    }
+    n_threads = nb_pool_default_threads(n_threads);
     if (n_threads > NB_MAX_THREADS)
         return nb_fail(NB_ERR_RANGE, "nb_pool_create: %d threads, limit %d (NB_MAX_THREADS)", n_threads,
                        NB_MAX_THREADS);

@@ -21,5 +21,8 @@
 void *nb_pool_lock_scratch(nb_pool *p, size_t bytes);
 void nb_pool_unlock(nb_pool *p);
 void nb_pool_for_locked(nb_pool *p, int64_t n, int64_t grain, nb_pool_fn fn, void *ctx);
+/* The threads nb_pool_create(n_threads) starts: n_threads, or one per online CPU (at most
+ * NB_MAX_THREADS) when n_threads <= 0. */
+int nb_pool_default_threads(int n_threads);
 
 #endif

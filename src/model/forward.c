@@ -27,6 +27,7 @@
 #include <sys/mman.h>
 
 #include "base/error.h"
+#include "base/threads.h"
 #include "kernels/api.h"
 #include "model/context.h"
 #include "model/model.h"
@@ -100,63 +101,96 @@ nb_ctx_params nb_ctx_default_params(void) {
     return p;
 }
 
-nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out) {
-    *out = NULL;
+/* Where everything of a context goes: the KV cache (K, then V) and the activation arena after it,
+ * one mapping of `total` bytes. nb_ctx_create allocates exactly this and nb_ctx_estimate reports
+ * it; the parameters are checked here. */
+enum { BUF_X, BUF_H, BUF_Q, BUF_K, BUF_V, BUF_ATT, BUF_O, BUF_G, BUF_U, BUF_T, BUF_SCORES, N_BUFS };
+typedef struct ctx_layout {
+    int n_ctx, n_batch, n_cells, kv_type;
+    size_t kv_row_bytes, cache;  /* one head row; one of K or V */
+    size_t floats[N_BUFS];       /* each activation buffer, in floats */
+    size_t total;
+} ctx_layout;
+
+static size_t aligned64(size_t floats) { return (floats * 4 + 63) & ~(size_t)63; }
+
+static nb_status ctx_layout_of(const nb_model *m, const nb_ctx_params *p, int n_threads, ctx_layout *l) {
     const nb_model_info *in = &m->info;
-    nb_ctx_params d = p ? *p : nb_ctx_default_params();
-    if (d.n_ctx < 1 || d.n_ctx > in->n_ctx_train)
-        return nb_fail(NB_ERR_RANGE, "context: n_ctx %d is outside [1, %d] (the model's training context)", d.n_ctx,
+    if (p->n_ctx < 1 || p->n_ctx > in->n_ctx_train)
+        return nb_fail(NB_ERR_RANGE, "context: n_ctx %d is outside [1, %d] (the model's training context)", p->n_ctx,
                        in->n_ctx_train);
-    if (d.n_batch < 1 || d.n_batch > 4096) return nb_fail(NB_ERR_RANGE, "context: n_batch %d is outside [1, 4096]", d.n_batch);
-    if (d.n_batch > d.n_ctx) d.n_batch = d.n_ctx;
-    nb_ctx *c = calloc(1, sizeof *c);
-    if (!c) return nb_fail(NB_ERR_NOMEM, "context: out of memory");
-    c->m = m;
-    c->n_ctx = d.n_ctx;
-    c->n_cells = (d.n_ctx + 31) & ~31;
-    c->n_batch = d.n_batch;
-    c->long_rope = d.n_ctx > m->arch.n_ctx_orig; /* llama.cpp: n_ctx_seq > n_ctx_orig_yarn */
-    c->kv_type = d.kv_f32 ? NB_TYPE_F32 : NB_TYPE_F16;
-    c->kv_row_bytes = (size_t)in->head_dim * (d.kv_f32 ? 4 : 2);
-    if (d.pool) {
-        c->pool = d.pool;
-    } else {
-        nb_status s = nb_pool_create(d.n_threads, &c->pool);
-        if (s) {
-            free(c);
-            return s;
-        }
-        c->own_pool = 1;
-    }
+    if (p->n_batch < 1 || p->n_batch > 4096) return nb_fail(NB_ERR_RANGE, "context: n_batch %d is outside [1, 4096]", p->n_batch);
+    l->n_ctx = p->n_ctx;
+    l->n_batch = p->n_batch < p->n_ctx ? p->n_batch : p->n_ctx;
+    l->n_cells = (p->n_ctx + 31) & ~31;
+    l->kv_type = p->kv_f32 ? NB_TYPE_F32 : NB_TYPE_F16;
+    l->kv_row_bytes = (size_t)in->head_dim * (p->kv_f32 ? 4 : 2);
     /* sizes: the model's hyperparameters are bounded at load, n_ctx and n_batch here */
-    const size_t B = (size_t)d.n_batch, E = in->n_embd, D = in->head_dim, F = in->n_ff;
+    const size_t B = (size_t)l->n_batch, E = in->n_embd, D = in->head_dim, F = in->n_ff;
     const size_t Q = (size_t)in->n_head * D, KV = (size_t)in->n_head_kv * D, G = (size_t)(in->n_head / in->n_head_kv);
-    const size_t cache = (size_t)in->n_layer * in->n_head_kv * (size_t)c->n_cells * c->kv_row_bytes;
     size_t fused = 0;
     for (int il = 0; il < in->n_layer; il++) {
         if (m->layers[il].wqkv.name && fused < Q + 2 * KV) fused = Q + 2 * KV;
         if (!m->layers[il].gate.name && fused < 2 * F) fused = 2 * F;
     }
-    const size_t floats[] = {B * E, B * E, B * Q, B * KV, B * KV, B * Q, B * E, B * F, B * F, B * fused,
-                             (size_t)nb_pool_threads(c->pool) * ATT_SCRATCH(G, c->n_cells, D)};
-    float **bufs[] = {&c->x, &c->h, &c->q, &c->k, &c->v, &c->att, &c->o, &c->g, &c->u, &c->t, &c->scores};
-    size_t arena = 0;
-    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) arena += (floats[i] * 4 + 63) & ~(size_t)63;
-    c->arena_bytes = 2 * cache + arena;
+    const size_t floats[N_BUFS] = {B * E, B * E, B * Q, B * KV, B * KV, B * Q, B * E, B * F, B * F, B * fused,
+                                   (size_t)n_threads * ATT_SCRATCH(G, l->n_cells, D)};
+    memcpy(l->floats, floats, sizeof floats);
+    l->cache = (size_t)in->n_layer * in->n_head_kv * (size_t)l->n_cells * l->kv_row_bytes;
+    l->total = 2 * l->cache;
+    for (int i = 0; i < N_BUFS; i++) l->total += aligned64(l->floats[i]);
+    return NB_OK;
+}
+
+nb_status nb_ctx_estimate(const nb_model *m, const nb_ctx_params *p, size_t *kv_bytes, size_t *total_bytes) {
+    const nb_ctx_params d = p ? *p : nb_ctx_default_params();
+    ctx_layout l;
+    nb_status s = ctx_layout_of(m, &d, d.pool ? nb_pool_threads(d.pool) : nb_pool_default_threads(d.n_threads), &l);
+    if (s) return s;
+    if (kv_bytes) *kv_bytes = 2 * l.cache;
+    if (total_bytes) *total_bytes = l.total;
+    return NB_OK;
+}
+
+nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out) {
+    *out = NULL;
+    const nb_ctx_params d = p ? *p : nb_ctx_default_params();
+    ctx_layout l;
+    nb_status s = ctx_layout_of(m, &d, 1, &l); /* the parameters checked before a pool starts */
+    if (s) return s;
+    nb_ctx *c = calloc(1, sizeof *c);
+    if (!c) return nb_fail(NB_ERR_NOMEM, "context: out of memory");
+    c->m = m;
+    if (d.pool) {
+        c->pool = d.pool;
+    } else if ((s = nb_pool_create(d.n_threads, &c->pool))) {
+        free(c);
+        return s;
+    } else {
+        c->own_pool = 1;
+    }
+    ctx_layout_of(m, &d, nb_pool_threads(c->pool), &l);
+    c->n_ctx = l.n_ctx;
+    c->n_cells = l.n_cells;
+    c->n_batch = l.n_batch;
+    c->kv_type = l.kv_type;
+    c->kv_row_bytes = l.kv_row_bytes;
+    c->long_rope = d.n_ctx > m->arch.n_ctx_orig; /* llama.cpp: n_ctx_seq > n_ctx_orig_yarn */
+    c->arena_bytes = l.total;
     /* anonymous pages: zero until written (attention reads cells past the last position, weighted
      * 0, so they must hold finite values) and resident only once touched */
-    uint8_t *mem = mmap(NULL, c->arena_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *mem = mmap(NULL, l.total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
-        const size_t bytes = c->arena_bytes; /* read before c is freed */
         nb_ctx_free(c);
-        return nb_fail(NB_ERR_NOMEM, "context: cannot allocate %zu bytes for n_ctx %d", bytes, d.n_ctx);
+        return nb_fail(NB_ERR_NOMEM, "context: cannot allocate %zu bytes for n_ctx %d", l.total, d.n_ctx);
     }
     c->k_cache = mem;
-    c->v_cache = mem + cache;
-    uint8_t *cur = mem + 2 * cache;
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+    c->v_cache = mem + l.cache;
+    float **bufs[N_BUFS] = {&c->x, &c->h, &c->q, &c->k, &c->v, &c->att, &c->o, &c->g, &c->u, &c->t, &c->scores};
+    uint8_t *cur = mem + 2 * l.cache;
+    for (int i = 0; i < N_BUFS; i++) {
         *bufs[i] = (float *)cur;
-        cur += (floats[i] * 4 + 63) & ~(size_t)63;
+        cur += aligned64(l.floats[i]);
     }
     *out = c;
     return NB_OK;

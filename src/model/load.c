@@ -139,7 +139,8 @@ static nb_status load_shared(nb_model *m) {
     else if (strcmp(type, "linear") && strcmp(type, "longrope"))
         return nb_fail(NB_ERR_UNSUPPORTED, "model: metadata '%s' = '%.32s': nibble runs none, linear and longrope",
                        key, type);
-    snprintf(in->rope_scaling, sizeof in->rope_scaling, "%s", factor != 1.0f ? "linear" : type);
+    snprintf(in->rope_scaling, sizeof in->rope_scaling, "%s",
+             !strcmp(type, "longrope") ? type : factor != 1.0f ? "linear" : "none");
     m->arch.rope_freq_scale = m->arch.rope_freq_scale_local = 1.0f / factor;
     m->arch.rope_attn_factor = 1.0f;
     m->arch.n_ctx_orig = in->n_ctx_train;
@@ -237,9 +238,13 @@ static nb_status bind_qkv(binder *b, nb_layer *L) {
             L->bq = bqkv, L->bk = bqkv + QW, L->bv = bqkv + QW + KW;
             return NB_OK;
         }
-    } else if ((s = layer_mat(b, "attn_q", E, QW, 1, &L->wq)) || (s = layer_mat(b, "attn_k", E, KW, 1, &L->wk)) ||
-               (s = layer_mat(b, "attn_v", E, KW, 1, &L->wv))) {
-        return s;
+    } else {
+        if (!nb_gguf_find_tensor(b->m->gguf, layer_name(b, "attn_q", "weight")))
+            return nb_fail(NB_ERR_FORMAT, "model: tensors 'blk.%d.attn_qkv.weight' and 'blk.%d.attn_q.weight' are missing "
+                           "(a layer needs the fused one or attn_q, attn_k and attn_v)", b->il, b->il);
+        if ((s = layer_mat(b, "attn_q", E, QW, 1, &L->wq)) || (s = layer_mat(b, "attn_k", E, KW, 1, &L->wk)) ||
+            (s = layer_mat(b, "attn_v", E, KW, 1, &L->wv)))
+            return s;
     }
     if ((s = layer_vec(b, "attn_q", "bias", QW, 0, &L->bq)) || (s = layer_vec(b, "attn_k", "bias", KW, 0, &L->bk)) ||
         (s = layer_vec(b, "attn_v", "bias", KW, 0, &L->bv)))
@@ -348,24 +353,45 @@ static nb_status load(nb_model *m) {
     return NB_OK;
 }
 
-nb_status nb_model_load(const char *path, nb_model **out) {
-    *out = NULL;
-    nb_model *m = calloc(1, sizeof *m);
-    if (!m) return nb_fail(NB_ERR_NOMEM, "model: out of memory");
-    nb_status s = nb_gguf_open_ex(path, NB_GGUF_RESIDENT, &m->gguf);
-    if (!s) s = load(m);
+/* Binds m->gguf: family, hyperparameters, tensors, tokenizer. */
+static nb_status bind_model(nb_model *m) {
+    nb_status s = load(m);
     if (!s) s = nb_tokenizer_from_gguf(m->gguf, &m->tok);
     if (!s && nb_tokenizer_n_tokens(m->tok) != m->info.n_vocab)
         s = nb_fail(NB_ERR_FORMAT, "model: the tokenizer has %d token%s but token_embd has %d row%s",
                     nb_tokenizer_n_tokens(m->tok), nb_plural(nb_tokenizer_n_tokens(m->tok)), m->info.n_vocab,
                     nb_plural(m->info.n_vocab));
+    m->info.attn_softcap = m->arch.attn_softcap;
+    m->info.final_softcap = m->arch.final_softcap;
+    m->info.rope_freq_scale = m->arch.rope_freq_scale;
+    return s;
+}
+
+nb_status nb_model_load(const char *path, nb_model **out) {
+    *out = NULL;
+    nb_model *m = calloc(1, sizeof *m);
+    if (!m) return nb_fail(NB_ERR_NOMEM, "model: out of memory");
+    nb_status s = nb_gguf_open_ex(path, NB_GGUF_RESIDENT, &m->owned);
+    m->gguf = m->owned;
+    if (!s) s = bind_model(m);
     if (s) {
         nb_model_free(m);
         return s;
     }
-    m->info.attn_softcap = m->arch.attn_softcap;
-    m->info.final_softcap = m->arch.final_softcap;
-    m->info.rope_freq_scale = m->arch.rope_freq_scale;
+    *out = m;
+    return NB_OK;
+}
+
+nb_status nb_model_bind(const nb_gguf *g, nb_model **out) {
+    *out = NULL;
+    nb_model *m = calloc(1, sizeof *m);
+    if (!m) return nb_fail(NB_ERR_NOMEM, "model: out of memory");
+    m->gguf = g;
+    nb_status s = bind_model(m);
+    if (s) {
+        nb_model_free(m);
+        return s;
+    }
     *out = m;
     return NB_OK;
 }
@@ -373,7 +399,7 @@ nb_status nb_model_load(const char *path, nb_model **out) {
 void nb_model_free(nb_model *m) {
     if (!m) return;
     nb_tokenizer_free(m->tok);
-    nb_gguf_close(m->gguf);
+    nb_gguf_close(m->owned);
     free(m);
 }
 

@@ -66,7 +66,8 @@ typedef struct nb_arch {
 } nb_arch;
 
 struct nb_model {
-    nb_gguf *gguf;
+    const nb_gguf *gguf;
+    nb_gguf *owned;             /* nb_model_load's file, closed with the model; NULL after nb_model_bind */
     nb_tokenizer *tok;
     nb_model_info info;
     nb_arch arch;
