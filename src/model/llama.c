@@ -7,6 +7,11 @@
 #include "model/family.h"
 
 static nb_status load(nb_model *m) {
+    int experts = 0;
+    nb_status s = nb_load_int_opt(m, "expert_count", 0, 1 << 16, &experts);
+    if (s) return s;
+    if (experts) /* Mixtral-style files share the architecture name */
+        return nb_fail(NB_ERR_UNSUPPORTED, "model: llama.expert_count = %d: nibble runs dense llama files only", experts);
     m->arch.act = NB_ACT_SILU;
     m->arch.rope = NB_ROPE_NORM;
     if (m->info.n_rot != m->info.head_dim) /* llama.cpp refuses it too */
