@@ -356,10 +356,10 @@ int cmd_inspect(int argc, char **argv) {
     summarize(s, g, path, n_ctx);
     if (json) print_json(s);
     else print_human(s, tensors);
-    int64_t bad = nb_gguf_unsupported_count(g);
-    for (int64_t i = 0; i < nb_gguf_tensor_count(g) && bad; i++) {
+    int64_t bad = nb_gguf_unsupported_count(g), named = 0;
+    for (int64_t i = 0; i < nb_gguf_tensor_count(g) && named < 8; i++) { /* the first few; --tensors lists all */
         const nb_gguf_tensor *t = nb_gguf_tensor_at(g, i);
-        if (!t->supported)
+        if (!t->supported && ++named)
             arg_error("tensor '%s' has type %s (id %d), which nibble cannot run", arg_safe(0, t->name),
                       nb_type_name(t->type), t->type);
     }
