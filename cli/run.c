@@ -404,7 +404,7 @@ int cmd_run(int argc, char **argv) {
         goto out;
     }
     if (o.chat && o.chat_template) r.tmpl = nb_chat_template_find(o.chat_template);
-    else if (o.chat && (s = nb_model_chat_template(r.m, &r.tmpl))) { /* names the templates --chat-template takes */
+    else if (o.chat && (s = nb_gguf_chat_template(nb_model_gguf(r.m), &r.tmpl))) { /* names the templates --chat-template takes */
         rc = arg_status(s);
         goto out;
     }

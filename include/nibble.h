@@ -545,10 +545,10 @@ NB_API const char *nb_chat_template_list(void);
  * NB_ERR_UNSUPPORTED, naming the known templates, when it is none of them; NB_ERR_RANGE over
  * NB_CHAT_MAX_TEMPLATE bytes. */
 NB_API nb_status nb_chat_detect(const char *tmpl, size_t len, int *id);
-/* The template of a model's file: its tokenizer.chat_template; a file without one takes its
- * architecture's own (gemma, gemma2, gemma3: gemma; qwen2, qwen3: chatml; phi3: phi3) and is
- * otherwise refused. Failures name the known templates. */
-NB_API nb_status nb_model_chat_template(const nb_model *m, int *id);
+/* The template of a model file (nb_model_gguf): its tokenizer.chat_template; a file without one
+ * takes its architecture's own (gemma, gemma2, gemma3: gemma; qwen2, qwen3: chatml; phi3: phi3)
+ * and is otherwise refused. Failures name the known templates. */
+NB_API nb_status nb_gguf_chat_template(const nb_gguf *g, int *id);
 /* Renders n messages (add_ass: end with the opening of an assistant turn, where the template has
  * one) as llama.cpp does: no BOS is written, tokenization adds it. A system message goes where the
  * template puts it (gemma: trimmed, with a blank line, at the start of the next user turn; llama2:

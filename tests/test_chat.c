@@ -248,6 +248,38 @@ TEST(names_and_bounds) {
     free(big);
 }
 
+/* A file's template: its tokenizer.chat_template, else its architecture's own, else refused. */
+static nb_status file_template(const char *arch, const char *tmpl, int as_u32, int *id) {
+    const char *path = "/tmp/nb_test_chat.gguf";
+    nb_gguf_writer *w;
+    nb_gguf *g = NULL;
+    if (nb_gguf_writer_create(&w)) return NB_ERR_NOMEM;
+    if (arch) nb_gguf_writer_set_string(w, "general.architecture", arch);
+    if (tmpl) nb_gguf_writer_set_string(w, "tokenizer.chat_template", tmpl);
+    if (as_u32) nb_gguf_writer_set_u32(w, "tokenizer.chat_template", 7);
+    nb_status s = nb_gguf_writer_write(w, path);
+    nb_gguf_writer_free(w);
+    if (!s && !(s = nb_gguf_open(path, &g))) s = nb_gguf_chat_template(g, id);
+    nb_gguf_close(g);
+    remove(path);
+    return s;
+}
+
+TEST(template_of_a_file) {
+    int id;
+    CHECK(file_template("llama", "{{ '<|start_header_id|>' }}<|end_header_id|>", 0, &id) == NB_OK && id == id_of("llama3"),
+          "llama3: %s", nb_last_error());
+    CHECK(file_template("gemma3", NULL, 0, &id) == NB_OK && id == id_of("gemma"), "gemma3 without a template");
+    CHECK(file_template("qwen3", NULL, 0, &id) == NB_OK && id == id_of("chatml"), "qwen3 without a template");
+    CHECK(file_template("llama", NULL, 0, &id) == NB_ERR_UNSUPPORTED && id == -1 && strstr(nb_last_error(), "'llama'") &&
+              strstr(nb_last_error(), "gemma, "), "llama without a template: %s", nb_last_error());
+    CHECK(file_template(NULL, NULL, 0, &id) == NB_ERR_UNSUPPORTED, "no architecture, no template");
+    CHECK(file_template("gemma3", "{{ messages }}", 0, &id) == NB_ERR_UNSUPPORTED && id == -1 &&
+              strstr(nb_last_error(), "tokenizer.chat_template") && strstr(nb_last_error(), "chatml"),
+          "an unknown template is refused even where the architecture has one: %s", nb_last_error());
+    CHECK(file_template("gemma3", NULL, 1, &id) == NB_ERR_FORMAT, "a number for a template: %s", nb_last_error());
+}
+
 /* ---------------------------------------------------- generation, stepped */
 
 /* A made-up vocabulary: the test picks each token by its logits (greedy sampler). */
@@ -531,6 +563,7 @@ int main(void) {
     RUN(detects_llama2_and_mistral_variants);
     RUN(renders_as_llama_cpp);
     RUN(names_and_bounds);
+    RUN(template_of_a_file);
     RUN(stop_string_across_tokens_is_held_then_dropped);
     RUN(held_text_is_released_at_any_other_stop);
     RUN(utf8_split_across_tokens_is_held);

@@ -150,15 +150,15 @@ static int arch_template(const char *arch) {
     return -1;
 }
 
-nb_status nb_model_chat_template(const nb_model *m, int *out) {
+nb_status nb_gguf_chat_template(const nb_gguf *g, int *out) {
     *out = -1;
-    const nb_gguf *g = nb_model_gguf(m);
     const int64_t kv = nb_gguf_find_key(g, "tokenizer.chat_template");
     if (kv < 0) {
-        const char *arch = nb_model_get_info(m)->arch;
+        const char *arch = "";
+        if (nb_gguf_get_string(g, "general.architecture", &arch)) arch = "";
         if ((*out = arch_template(arch)) >= 0) return NB_OK;
-        return nb_fail(NB_ERR_UNSUPPORTED, "chat: the file has no tokenizer.chat_template and architecture '%s' has "
-                       "no template of its own; name one (%s)", arch, nb_chat_template_list());
+        return nb_fail(NB_ERR_UNSUPPORTED, "chat: the file has no tokenizer.chat_template and architecture '%.60s' "
+                       "has no template of its own; name one (%s)", arch, nb_chat_template_list());
     }
     nb_gguf_value v;
     nb_status s = nb_gguf_kv_value(g, kv, &v);
