@@ -202,13 +202,13 @@ static char *render(const run_state *r, const nb_chat_msg *msgs, size_t n, int a
 }
 
 /* The messages of turns from..n-1 after the system text: each user line and, but for the last
- * `open` turns, its reply. Returns the count; msgs holds 1 + 2 (n - from). */
-static size_t chat_msgs(nb_chat_msg *msgs, const chat_turn *turns, int from, int n, const char *system, int open) {
+ * turn, its reply. Returns the count; msgs holds 1 + 2 (n - from). */
+static size_t chat_msgs(nb_chat_msg *msgs, const chat_turn *turns, int from, int n, const char *system) {
     size_t k = 0;
     if (system) msgs[k++] = (nb_chat_msg){"system", system};
     for (int i = from; i < n; i++) {
         msgs[k++] = (nb_chat_msg){"user", turns[i].user};
-        if (i < n - open) msgs[k++] = (nb_chat_msg){"assistant", turns[i].reply ? turns[i].reply : ""};
+        if (i < n - 1) msgs[k++] = (nb_chat_msg){"assistant", turns[i].reply ? turns[i].reply : ""};
     }
     return k;
 }
@@ -228,9 +228,9 @@ static char *chat_text(const run_state *r, const chat_turn *turns, int from, int
         *rc = arg_error("out of memory for the conversation");
         return NULL;
     }
-    if (fresh) text = render(r, msgs, chat_msgs(msgs, turns, from, n, system, 1), 1, len, rc);
+    if (fresh) text = render(r, msgs, chat_msgs(msgs, turns, from, n, system), 1, len, rc);
     else {
-        size_t k = chat_msgs(msgs, turns, from, n - 1, system, 1), n_before;
+        size_t k = chat_msgs(msgs, turns, from, n - 1, system), n_before;
         if ((before = render(r, msgs, k, 1, &n_before, rc))) {
             msgs[k++] = (nb_chat_msg){"assistant", ""};
             msgs[k++] = (nb_chat_msg){"user", turns[n - 1].user};
@@ -256,12 +256,12 @@ static char *chat_text(const run_state *r, const chat_turn *turns, int from, int
 static int chat_turn_run(run_state *r, const run_opts *o, chat_turn *turns, int n, int *first) {
     const int n_ctx = nb_ctx_n_ctx(r->ctx);
     const int reserve = o->n_predict < n_ctx / 4 ? o->n_predict : n_ctx / 4;
-    int fresh = nb_ctx_pos(r->ctx) == 0, from = fresh ? *first : n - 1;
+    int fresh = nb_ctx_pos(r->ctx) == 0, from = *first;
     size_t n_ids;
     for (;;) {
         size_t len;
         int rc;
-        char *text = chat_text(r, turns, fresh ? from : *first, n, o->system, fresh, &len, &rc);
+        char *text = chat_text(r, turns, from, n, o->system, fresh, &len, &rc);
         if (!text && rc) return rc;
         if (text) {
             rc = tokenize(r, text, len, fresh, 1, &n_ids);
@@ -279,7 +279,6 @@ static int chat_turn_run(run_state *r, const run_opts *o, chat_turn *turns, int 
         if (!fresh) {
             nb_ctx_reset(r->ctx);
             fresh = 1;
-            from = *first;
         } else from++;
     }
     if (fresh && from > *first)

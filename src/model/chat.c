@@ -232,8 +232,8 @@ static const wrap WRAPS[] = {
     {T_SOLAR_OPEN, "", "<|begin|>", "<|content|>", "<|end|>", "<|begin|>assistant", 0},
 };
 
-/* Templates that mark each role with its own prefix and suffix; a role without a row writes
- * nothing. ass: after the last message (add_ass). */
+/* Templates that mark each role with its own prefix and suffix; a role without a row matches the
+ * row "*" where there is one, else writes nothing. ass: after the last message (add_ass). */
 typedef struct role_row {
     const char *role, *pre, *post;
     int trim;
@@ -241,7 +241,7 @@ typedef struct role_row {
 typedef struct roles {
     int tmpl;
     const char *ass;
-    role_row r[4];
+    role_row r[5];
 } roles;
 
 #define FULLWIDTH(s) "<\xef\xbd\x9c" s "\xef\xbd\x9c>"
@@ -275,19 +275,14 @@ static const roles ROLES[] = {
     {T_KIMI_K2, "<|im_assistant|>assistant<|im_middle|>",
      {{"system", "<|im_system|>system<|im_middle|>", "<|im_end|>", 0}, {"user", "<|im_user|>user<|im_middle|>", "<|im_end|>", 0},
       {"assistant", "<|im_assistant|>assistant<|im_middle|>", "<|im_end|>", 0},
-      {"tool", "<|im_system|>tool<|im_middle|>", "<|im_end|>", 0}}},
+      {"tool", "<|im_system|>tool<|im_middle|>", "<|im_end|>", 0}, {"*", "", "<|im_end|>", 0}}},
 };
 
-/* Kimi K2 writes every message's content and <|im_end|>, whatever the role. */
 static void render_roles(out *o, const roles *t, const nb_chat_msg *m, size_t n, int add_ass) {
     for (size_t i = 0; i < n; i++) {
         const role_row *r = NULL;
-        for (int k = 0; k < 4 && t->r[k].role; k++)
-            if (is(m[i].role, t->r[k].role)) r = &t->r[k];
-        if (!r && t->tmpl == T_KIMI_K2) {
-            put(o, m[i].content), put(o, "<|im_end|>");
-            continue;
-        }
+        for (int k = 0; k < 5 && t->r[k].role && !r; k++)
+            if (is(m[i].role, t->r[k].role) || is(t->r[k].role, "*")) r = &t->r[k];
         if (!r) continue;
         put(o, r->pre);
         if (r->trim) put_trim(o, m[i].content);

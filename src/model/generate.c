@@ -42,8 +42,8 @@ nb_status nb_gen_create(const nb_tokenizer *tok, nb_sampler *smp, const nb_gen_p
     for (int i = 0; i < p->n_stop; i++) {
         const size_t n = p->stop[i] ? strnlen(p->stop[i], NB_GEN_MAX_STOP_BYTES + 1) : 0;
         if (n < 1 || n > NB_GEN_MAX_STOP_BYTES)
-            return nb_fail(NB_ERR_RANGE, "generate: stop string %d is %s; it must be 1 to %d bytes", i,
-                           n ? "longer" : "empty", NB_GEN_MAX_STOP_BYTES);
+            return nb_fail(NB_ERR_RANGE, "generate: stop string %d is %s (1 to %d bytes)", i, n ? "too long" : "empty",
+                           NB_GEN_MAX_STOP_BYTES);
     }
     nb_gen *g = calloc(1, sizeof *g);
     if (!g) return nb_fail(NB_ERR_NOMEM, "generate: out of memory");
@@ -164,6 +164,7 @@ nb_status nb_gen_step(nb_gen *g, const float *logits, int room, int32_t *tok) {
     g->out_len = 0;
     g->last = -1;
     if (g->stopped) return nb_fail(NB_ERR_INVALID_ARG, "generate: the reply has stopped; restart it first");
+    if (!logits) return nb_fail(NB_ERR_INVALID_ARG, "generate: no logits");
     if (g->prm.n_predict >= 0 && g->n_reply >= g->prm.n_predict) {
         g->stopped = NB_STOP_LENGTH;
         return NB_OK;
