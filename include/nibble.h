@@ -592,12 +592,14 @@ typedef struct nb_gen_params {
     int n_stop;
 } nb_gen_params;
 
+/* Counts over every reply since nb_gen_create. n_gen is kept by nb_gen_step; the rest by
+ * nb_generate (a caller that steps itself keeps its own clocks). */
 typedef struct nb_gen_stats {
-    int64_t n_prompt;  /* prompt tokens evaluated (nb_generate) */
+    int64_t n_prompt;  /* prompt tokens evaluated */
     double t_prompt;   /* seconds evaluating them */
     double t_first;    /* seconds from the start of the first prompt to the first token sampled; 0: none */
     int64_t n_gen;     /* tokens generated (an end-of-generation token that stopped a reply is not one) */
-    double t_gen;      /* seconds from the end of each prompt to the end of its reply (nb_generate) */
+    double t_gen;      /* seconds from the end of each prompt to the end of its reply */
 } nb_gen_stats;
 
 typedef struct nb_gen nb_gen;
@@ -619,7 +621,7 @@ NB_API void nb_gen_prompt(nb_gen *g, const int32_t *ids, size_t n);
  * must not be fed (an end-of-generation token, no room, nothing sampled). A reply of n_predict 0
  * stops at once without sampling. Stepping a stopped reply is NB_ERR_INVALID_ARG. */
 NB_API nb_status nb_gen_step(nb_gen *g, const float *logits, int room, int32_t *tok);
-/* Stops the reply (NB_STOP_CANCEL) and releases what was held. */
+/* Stops the reply (NB_STOP_CANCEL) and releases what was held; nothing for a stopped reply. */
 NB_API void nb_gen_cancel(nb_gen *g);
 NB_API nb_stop nb_gen_stopped(const nb_gen *g);
 /* The text released by the last nb_gen_step or nb_gen_cancel (valid until the next call). */

@@ -101,6 +101,7 @@ static void release(nb_gen *g, size_t to) {
 }
 
 void nb_gen_cancel(nb_gen *g) {
+    if (g->stopped) return;
     g->out_len = 0;
     release(g, g->len);
     g->stopped = NB_STOP_CANCEL;
