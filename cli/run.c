@@ -213,12 +213,16 @@ static size_t chat_msgs(nb_chat_msg *msgs, const chat_turn *turns, int from, int
     return k;
 }
 
+/* Stands for a reply in a rendering, to find where the template's text after a reply begins. */
+static const char REPLY_MARK[] = "\x01nibble reply\x02";
+
 /* The text that turns from..n-1 add to the context, the last one awaiting its reply. `fresh`: the
  * text starts the context (BOS follows from tokenization): the whole conversation. Otherwise it
  * follows turn n-2's reply as generated (its end-of-turn token sampled, not fed): the template's
- * text after that reply, found as the rendering with the reply empty minus the rendering that
- * ends where the reply begins; NULL with *rc 0 when the template does not render so (the caller
- * rebuilds the context). NULL with *rc set after a message. */
+ * text after that reply, found by rendering the conversation with REPLY_MARK as the reply (what a
+ * template writes before a reply's content beyond the assistant opening is lost: the reply was
+ * generated without it). NULL with *rc 0 when the rendering does not start with the one that ends
+ * where the reply begins (the caller rebuilds the context); NULL with *rc set after a message. */
 static char *chat_text(const run_state *r, const chat_turn *turns, int from, int n, const char *system, int fresh,
                        size_t *len, int *rc) {
     nb_chat_msg *msgs = malloc(sizeof *msgs * (1 + 2 * (size_t)(n - from)));
@@ -232,11 +236,15 @@ static char *chat_text(const run_state *r, const chat_turn *turns, int from, int
     else {
         size_t k = chat_msgs(msgs, turns, from, n - 1, system), n_before;
         if ((before = render(r, msgs, k, 1, &n_before, rc))) {
-            msgs[k++] = (nb_chat_msg){"assistant", ""};
+            msgs[k++] = (nb_chat_msg){"assistant", REPLY_MARK};
             msgs[k++] = (nb_chat_msg){"user", turns[n - 1].user};
-            if ((text = render(r, msgs, k, 1, len, rc)) && *len >= n_before && !memcmp(text, before, n_before)) {
-                *len -= n_before;
-                memmove(text, text + n_before, *len + 1);
+            const char *mark = NULL;
+            if ((text = render(r, msgs, k, 1, len, rc)) && *len >= n_before && !memcmp(text, before, n_before))
+                mark = memmem(text + n_before, *len - n_before, REPLY_MARK, sizeof REPLY_MARK - 1);
+            if (mark) {
+                const size_t skip = (size_t)(mark - text) + sizeof REPLY_MARK - 1;
+                *len -= skip;
+                memmove(text, text + skip, *len + 1);
             } else if (text) {
                 free(text);
                 text = NULL;
