@@ -1,6 +1,8 @@
 /*
  * run.c: `nibble run`, text generation with llama.cpp's flags and defaults; `--chat` for an
- * interactive Gemma conversation on standard input. Timings and peak memory go to stderr.
+ * interactive conversation on standard input in the model's chat template. The generation loop
+ * (nb_generate) and the templates (nb_chat_apply) are the library's; this file parses flags,
+ * keeps the conversation and prints. Timings and peak memory go to stderr.
  *
  * The prompt is tokenized and checked against the context before anything is printed. Ctrl-C
  * stops generation (in --chat: the current reply) and the statistics are printed; a second
@@ -24,8 +26,9 @@
 #define CHAT_DEFAULT_N 1024
 
 typedef struct run_opts {
-    const char *model, *prompt, *file, *system;
+    const char *model, *prompt, *file, *system, *chat_template;
     int n_predict, n_threads, n_ctx, n_batch, chat, kv_f32, no_escape, ignore_eos, verbose_prompt;
+    arg_strs stop;
     nb_sampler_params sp;
 } run_opts;
 
@@ -33,21 +36,17 @@ typedef struct run_opts {
  * the most recent turns. */
 typedef struct chat_turn {
     char *user, *reply;
-    size_t reply_len, reply_cap;
 } chat_turn;
 
 typedef struct run_state {
     nb_model *m;
     nb_ctx *ctx;
     nb_sampler *smp;
+    nb_gen *gen;
     const nb_tokenizer *tok;
-    float *logits;
     int32_t *ids;
     size_t ids_cap;
-    chat_turn *reply_to; /* the turn whose reply is being generated (--chat), or NULL */
-    /* statistics */
-    double t_prompt, t_gen, t_first;
-    long n_prompt, n_gen;
+    int tmpl;   /* the chat template (--chat) */
 } run_state;
 
 static volatile sig_atomic_t interrupted;
@@ -75,9 +74,13 @@ static const char USAGE[] =
     "  --top-k K (40)   --top-p P (0.95)   --min-p P (0.05)\n"
     "  --repeat-penalty R        (1.0 = off)   --repeat-last-n N (64)\n"
     "  -s, --seed S              sampling seed (default: random, printed)\n"
-    "  -cnv, --chat              interactive chat on standard input with the model's turn template;\n"
+    "  -r, --reverse-prompt TEXT stop generating (in --chat: the reply) at TEXT, which is not printed;\n"
+    "                            repeatable, at most 16\n"
+    "  -cnv, --chat              interactive chat on standard input in the model's chat template;\n"
     "                            one line a turn, at most 1 MiB; a full context drops the oldest turns\n"
-    "  -sys, --system TEXT       system text for --chat (goes before the first user turn)\n"
+    "  --chat-template NAME      the template for --chat instead of the file's (llama.cpp's names:\n"
+    "                            gemma, llama3, chatml, phi3, llama2, mistral-v7, ...; a bad name lists them)\n"
+    "  -sys, --system TEXT       system text for --chat (placed as the template places it)\n"
     "  --kv-f32                  F32 KV cache (default F16)\n"
     "  --no-escape               take \\n, \\t, \\xHH ... in the prompt literally\n"
     "  --ignore-eos              keep generating past end-of-turn/end-of-sequence (benchmarks)\n"
@@ -107,8 +110,10 @@ static int parse(int argc, char **argv, run_opts *o) {
         OPT_FLOAT("--repeat-penalty", &o->sp.repeat_penalty, 0.001, 100),
         OPT_INT("--repeat-last-n", &o->sp.repeat_last_n, 0, 1 << 20),
         OPT_U64("-s|--seed", &o->sp.seed),
+        OPT_STRS("-r|--reverse-prompt", &o->stop),
         OPT_STR("-sys|--system|--system-prompt", &o->system),
         OPT_FLAG("-cnv|--chat|--conversation", &o->chat),
+        OPT_STR("--chat-template", &o->chat_template),
         OPT_FLAG("--kv-f32", &o->kv_f32),
         OPT_FLAG("--no-escape", &o->no_escape),
         OPT_FLAG("--ignore-eos", &o->ignore_eos),
@@ -122,6 +127,15 @@ static int parse(int argc, char **argv, run_opts *o) {
     if (o->chat && (o->prompt || o->file))
         return arg_usage_error(&spec, "--chat reads the conversation from standard input: drop -p/-f");
     if (!o->chat && o->system) return arg_usage_error(&spec, "--system is the system text of --chat: add --chat or drop it");
+    if (!o->chat && o->chat_template)
+        return arg_usage_error(&spec, "--chat-template is the template of --chat: add --chat or drop it");
+    if (o->chat_template && nb_chat_template_find(o->chat_template) < 0)
+        return arg_usage_error(&spec, "--chat-template '%s' is none of %s", arg_safe(0, o->chat_template),
+                               nb_chat_template_list());
+    for (int i = 0; i < o->stop.n; i++)
+        if (!*o->stop.v[i] || strlen(o->stop.v[i]) > NB_GEN_MAX_STOP_BYTES)
+            return arg_usage_error(&spec, "-r: a reverse prompt is 1 to %d bytes", NB_GEN_MAX_STOP_BYTES);
+    if (o->stop.n > NB_GEN_MAX_STOPS) return arg_usage_error(&spec, "-r: at most %d reverse prompts", NB_GEN_MAX_STOPS);
     if (!o->chat && !o->prompt && !o->file) return arg_usage_error(&spec, "give a prompt with -p or -f, or use --chat");
     if (o->prompt && o->file) return arg_usage_error(&spec, "-p and -f are exclusive");
     if (o->chat && o->n_predict < 0) o->n_predict = CHAT_DEFAULT_N;
@@ -141,78 +155,104 @@ static int tokenize(run_state *r, const char *text, size_t len, int add_bos, int
     }
 }
 
-/* Appends a generated piece to the reply of the turn being answered (--chat). */
-static int keep_piece(chat_turn *t, const char *p, size_t n) {
-    if (t->reply_len + n + 1 > t->reply_cap) {
-        size_t cap = (t->reply_len + n + 1) * 2;
-        char *grown = realloc(t->reply, cap);
-        if (!grown) return 0;
-        t->reply = grown;
-        t->reply_cap = cap;
-    }
-    memcpy(t->reply + t->reply_len, p, n);
-    t->reply_len += n;
-    t->reply[t->reply_len] = '\0';
-    return 1;
+static int print_text(void *user, const char *text, size_t len) {
+    (void)user;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    return 0;
 }
 
-/* Evaluates the n ids in r->ids, then samples up to n_predict tokens, streaming them. Returns 0,
- * or 1 after a message. Stops at an end-of-generation token, a full context or Ctrl-C. */
-static int generate(run_state *r, const run_opts *o, size_t n) {
+static int stop_asked(void *user) {
+    (void)user;
+    return interrupted;
+}
+
+/* Feeds the n ids in r->ids and generates the reply, streaming it. Returns 0, or the exit code
+ * after a message. Stops at an end-of-generation token, n_predict, a reverse prompt, a full
+ * context or Ctrl-C. */
+static int generate(run_state *r, const run_opts *o, size_t n, int chat) {
     if (o->verbose_prompt) {
         fprintf(stderr, "prompt tokens (%zu):", n);
         for (size_t i = 0; i < n; i++) fprintf(stderr, " %d", r->ids[i]);
         fputc('\n', stderr);
     }
-    for (size_t i = 0; i < n; i++) nb_sampler_accept(r->smp, r->ids[i]);
-    double t0 = arg_now();
-    nb_status s = nb_ctx_eval(r->ctx, r->ids, (int)n, r->logits, 0);
+    const nb_gen_io io = {print_text, stop_asked, NULL};
+    nb_status s = nb_generate(r->ctx, r->gen, r->ids, n, &io);
     if (s) return arg_status(s);
-    double t1 = arg_now();
-    r->t_prompt += t1 - t0;
-    r->n_prompt += (long)n;
-    for (int i = 0; (o->n_predict < 0 || i < o->n_predict) && !interrupted; i++) {
-        int32_t id = nb_sampler_sample(r->smp, r->logits);
-        if (!r->t_first) r->t_first = arg_now() - t0;
-        if (!o->ignore_eos && nb_tokenizer_is_eog(r->tok, id)) break;
-        char piece[256];
-        size_t len;
-        if (nb_token_to_piece(r->tok, id, piece, sizeof piece, &len, 0) == NB_OK) {
-            fwrite(piece, 1, len, stdout);
-            fflush(stdout);
-            if (r->reply_to && !keep_piece(r->reply_to, piece, len)) return arg_error("out of memory for the reply");
-        }
-        nb_sampler_accept(r->smp, id);
-        r->n_gen++;
-        if (nb_ctx_pos(r->ctx) >= nb_ctx_n_ctx(r->ctx)) {
-            fprintf(stderr, "\nnibble run: stopped: the context of %d tokens is full%s\n", nb_ctx_n_ctx(r->ctx),
-                    r->reply_to ? "; the oldest turns make room for the next one" : " (use a larger -c)");
-            break;
-        }
-        if ((s = nb_ctx_eval(r->ctx, &id, 1, r->logits, 0))) return arg_status(s);
-    }
-    r->t_gen += arg_now() - t1;
+    if (nb_gen_stopped(r->gen) == NB_STOP_CONTEXT)
+        fprintf(stderr, "\nnibble run: stopped: the context of %d tokens is full%s\n", nb_ctx_n_ctx(r->ctx),
+                chat ? "; the oldest turns make room for the next one" : " (use a larger -c)");
     return 0;
 }
 
 /* ------------------------------------------------------------------ chat */
 
-/* Gemma's template for turns from..n-1 of the conversation, the last one awaiting its reply.
- * `fresh`: the text starts the context (BOS follows from tokenization, the system text goes into
- * the first user turn); otherwise it follows the previous reply, whose end-of-turn token was
- * sampled but not fed back, so it is written here. NULL when out of memory. */
-static char *chat_text(const chat_turn *turns, int from, int n, const char *system, int fresh) {
-    size_t cap = 128 + (system ? strlen(system) : 0);
-    for (int i = from; i < n; i++) cap += strlen(turns[i].user) + turns[i].reply_len + 96;
-    char *text = malloc(cap), *p = text;
-    if (!text) return NULL;
-    if (!fresh) p += sprintf(p, "<end_of_turn>\n");
-    for (int i = from; i < n; i++) {
-        const int sys = fresh && i == from && system;
-        p += sprintf(p, "<start_of_turn>user\n%s%s%s<end_of_turn>\n<start_of_turn>model\n", sys ? system : "",
-                     sys ? "\n\n" : "", turns[i].user);
-        if (i + 1 < n) p += sprintf(p, "%s<end_of_turn>\n", turns[i].reply ? turns[i].reply : "");
+/* The template's text of msgs (NUL-terminated, to free), or NULL after a message (*rc: exit code). */
+static char *render(const run_state *r, const nb_chat_msg *msgs, size_t n, int add_ass, size_t *len, int *rc) {
+    nb_status s = nb_chat_apply(r->tmpl, msgs, n, add_ass, NULL, 0, len);
+    if (s && !(s == NB_ERR_RANGE && *len)) return (*rc = arg_status(s)), NULL;
+    char *text = malloc(*len + 1);
+    if (!text) return (*rc = arg_error("out of memory for the conversation")), NULL;
+    if ((s = nb_chat_apply(r->tmpl, msgs, n, add_ass, text, *len, len))) {
+        free(text);
+        return (*rc = arg_status(s)), NULL;
     }
+    text[*len] = '\0';
+    return text;
+}
+
+/* The messages of turns from..n-1 after the system text: each user line and, but for the last
+ * turn, its reply. Returns the count; msgs holds 1 + 2 (n - from). */
+static size_t chat_msgs(nb_chat_msg *msgs, const chat_turn *turns, int from, int n, const char *system) {
+    size_t k = 0;
+    if (system) msgs[k++] = (nb_chat_msg){"system", system};
+    for (int i = from; i < n; i++) {
+        msgs[k++] = (nb_chat_msg){"user", turns[i].user};
+        if (i < n - 1) msgs[k++] = (nb_chat_msg){"assistant", turns[i].reply ? turns[i].reply : ""};
+    }
+    return k;
+}
+
+/* Stands for a reply in a rendering, to find where the template's text after a reply begins. */
+static const char REPLY_MARK[] = "\x01nibble reply\x02";
+
+/* The text that turns from..n-1 add to the context, the last one awaiting its reply. `fresh`: the
+ * text starts the context (BOS follows from tokenization): the whole conversation. Otherwise it
+ * follows turn n-2's reply as generated (its end-of-turn token sampled, not fed): the template's
+ * text after that reply, found by rendering the conversation with REPLY_MARK as the reply (what a
+ * template writes before a reply's content beyond the assistant opening is lost: the reply was
+ * generated without it). NULL with *rc 0 when the rendering does not start with the one that ends
+ * where the reply begins (the caller rebuilds the context); NULL with *rc set after a message. */
+static char *chat_text(const run_state *r, const chat_turn *turns, int from, int n, const char *system, int fresh,
+                       size_t *len, int *rc) {
+    nb_chat_msg *msgs = malloc(sizeof *msgs * (1 + 2 * (size_t)(n - from)));
+    char *text = NULL, *before = NULL;
+    *rc = 0;
+    if (!msgs) {
+        *rc = arg_error("out of memory for the conversation");
+        return NULL;
+    }
+    if (fresh) text = render(r, msgs, chat_msgs(msgs, turns, from, n, system), 1, len, rc);
+    else {
+        size_t k = chat_msgs(msgs, turns, from, n - 1, system), n_before;
+        if ((before = render(r, msgs, k, 1, &n_before, rc))) {
+            msgs[k++] = (nb_chat_msg){"assistant", REPLY_MARK};
+            msgs[k++] = (nb_chat_msg){"user", turns[n - 1].user};
+            const char *mark = NULL;
+            if ((text = render(r, msgs, k, 1, len, rc)) && *len >= n_before && !memcmp(text, before, n_before))
+                mark = memmem(text + n_before, *len - n_before, REPLY_MARK, sizeof REPLY_MARK - 1);
+            if (mark) {
+                const size_t skip = (size_t)(mark - text) + sizeof REPLY_MARK - 1;
+                *len -= skip;
+                memmove(text, text + skip, *len + 1);
+            } else if (text) {
+                free(text);
+                text = NULL;
+            }
+        }
+    }
+    free(before);
+    free(msgs);
     return text;
 }
 
@@ -224,26 +264,29 @@ static char *chat_text(const chat_turn *turns, int from, int n, const char *syst
 static int chat_turn_run(run_state *r, const run_opts *o, chat_turn *turns, int n, int *first) {
     const int n_ctx = nb_ctx_n_ctx(r->ctx);
     const int reserve = o->n_predict < n_ctx / 4 ? o->n_predict : n_ctx / 4;
-    int fresh = nb_ctx_pos(r->ctx) == 0, from = fresh ? *first : n - 1;
+    int fresh = nb_ctx_pos(r->ctx) == 0, from = *first;
     size_t n_ids;
     for (;;) {
-        char *text = chat_text(turns, from, n, o->system, fresh);
-        if (!text) return arg_error("out of memory for the conversation");
-        int rc = tokenize(r, text, strlen(text), fresh, 1, &n_ids);
-        free(text);
-        if (rc) return rc;
-        if ((long)n_ids + reserve <= n_ctx - nb_ctx_pos(r->ctx)) break;
-        if (fresh && from == n - 1) {
-            fprintf(stderr, "nibble run: this message is %zu token%s; with room for a reply the context (-c %d) holds "
-                    "%d: it was skipped\n", n_ids, nb_plural((long long)n_ids), n_ctx, n_ctx - reserve);
-            free(turns[n - 1].user);
-            turns[n - 1].user = NULL;
-            return 0;
+        size_t len;
+        int rc;
+        char *text = chat_text(r, turns, from, n, o->system, fresh, &len, &rc);
+        if (!text && rc) return rc;
+        if (text) {
+            rc = tokenize(r, text, len, fresh, 1, &n_ids);
+            free(text);
+            if (rc) return rc;
+            if ((long)n_ids + reserve <= n_ctx - nb_ctx_pos(r->ctx)) break;
+            if (fresh && from == n - 1) {
+                fprintf(stderr, "nibble run: this message is %zu token%s; with room for a reply the context (-c %d) "
+                        "holds %d: it was skipped\n", n_ids, nb_plural((long long)n_ids), n_ctx, n_ctx - reserve);
+                free(turns[n - 1].user);
+                turns[n - 1].user = NULL;
+                return 0;
+            }
         }
         if (!fresh) {
             nb_ctx_reset(r->ctx);
             fresh = 1;
-            from = *first;
         } else from++;
     }
     if (fresh && from > *first)
@@ -253,8 +296,13 @@ static int chat_turn_run(run_state *r, const run_opts *o, chat_turn *turns, int 
         free(turns[*first].user), free(turns[*first].reply);
         turns[*first] = (chat_turn){0};
     }
-    r->reply_to = &turns[n - 1];
-    return generate(r, o, n_ids);
+    int rc = generate(r, o, n_ids, 1);
+    size_t len;
+    const char *reply = nb_gen_reply(r->gen, &len);
+    if (!(turns[n - 1].reply = malloc(len + 1))) return rc ? rc : arg_error("out of memory for the reply");
+    memcpy(turns[n - 1].reply, reply, len);
+    turns[n - 1].reply[len] = '\0';
+    return rc;
 }
 
 /* One line of standard input without its line ending, at most CHAT_MAX_LINE bytes. Returns its
@@ -309,7 +357,6 @@ static int chat(run_state *r, const run_opts *o) {
     for (int i = 0; i < n; i++) free(turns[i].user), free(turns[i].reply);
     free(turns);
     free(line);
-    r->reply_to = NULL;
     return rc;
 }
 
@@ -354,8 +401,18 @@ int cmd_run(int argc, char **argv) {
         goto out;
     }
     r.tok = nb_model_tokenizer(r.m);
-    if (!(r.logits = malloc(sizeof(float) * (size_t)in->n_vocab))) {
-        rc = arg_error("out of memory for the logits");
+    nb_gen_params gp = nb_gen_default_params();
+    gp.n_predict = o.n_predict;
+    gp.ignore_eos = o.ignore_eos;
+    gp.stop = o.stop.v;
+    gp.n_stop = o.stop.n;
+    if ((s = nb_gen_create(r.tok, r.smp, &gp, &r.gen))) {
+        rc = arg_status(s);
+        goto out;
+    }
+    if (o.chat && o.chat_template) r.tmpl = nb_chat_template_find(o.chat_template);
+    else if (o.chat && (s = nb_gguf_chat_template(nb_model_gguf(r.m), &r.tmpl))) { /* names the templates --chat-template takes */
+        rc = arg_status(s);
         goto out;
     }
     const double t_load = arg_now() - t0;
@@ -371,7 +428,7 @@ int cmd_run(int argc, char **argv) {
             goto out;
         }
         fwrite(text, 1, len, stdout);
-        rc = generate(&r, &o, n);
+        rc = generate(&r, &o, n, 0);
         putchar('\n');
     }
     if (interrupted && !rc) rc = 128 + SIGINT;
@@ -381,17 +438,20 @@ int cmd_run(int argc, char **argv) {
             arg_safe(0, in->name[0] ? in->name : in->arch), in->n_layer, threads, nb_plural(threads),
             o.kv_f32 ? "f32" : "f16", cp.n_ctx, (unsigned long long)o.sp.seed);
     fprintf(stderr, "load:          %8.1f ms\n", 1e3 * t_load);
-    fprintf(stderr, "prompt:        %8ld tokens  %8.2f tokens/s\n", r.n_prompt, r.t_prompt > 0 ? r.n_prompt / r.t_prompt : 0);
-    fprintf(stderr, "first token:   %8.1f ms\n", 1e3 * r.t_first);
-    fprintf(stderr, "generation:    %8ld tokens  %8.2f tokens/s\n", r.n_gen, r.t_gen > 0 ? r.n_gen / r.t_gen : 0);
+    const nb_gen_stats *st = nb_gen_get_stats(r.gen);
+    fprintf(stderr, "prompt:        %8lld tokens  %8.2f tokens/s\n", (long long)st->n_prompt,
+            st->t_prompt > 0 ? st->n_prompt / st->t_prompt : 0);
+    fprintf(stderr, "first token:   %8.1f ms\n", 1e3 * st->t_first);
+    fprintf(stderr, "generation:    %8lld tokens  %8.2f tokens/s\n", (long long)st->n_gen,
+            st->t_gen > 0 ? st->n_gen / st->t_gen : 0);
     /* reserved, not resident: the context's pages are touched as positions fill */
     fprintf(stderr, "peak memory:   %8.1f MiB resident; %.1f MiB reserved for the context (KV cache + activations)\n",
             arg_peak_rss() / 1048576.0, nb_ctx_memory(r.ctx) / 1048576.0);
     if (interrupted) fprintf(stderr, "nibble run: interrupted\n");
 out:
     free(text);
-    free(r.logits);
     free(r.ids);
+    nb_gen_free(r.gen);
     nb_sampler_free(r.smp);
     nb_ctx_free(r.ctx);
     nb_model_free(r.m);

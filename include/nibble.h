@@ -532,6 +532,129 @@ NB_API void nb_sampler_free(nb_sampler *s);
 NB_API int32_t nb_sampler_sample(nb_sampler *s, const float *logits); /* logits: n_vocab floats */
 NB_API void nb_sampler_accept(nb_sampler *s, int32_t tok); /* a token of the sequence (prompt or generated) */
 
+/* ------------------------------------------------------------------ chat */
+/* llama.cpp's built-in chat templates: a model's tokenizer.chat_template (Jinja text) is
+ * recognized by strings it contains, in the order llama.cpp's llm_chat_detect_template tests
+ * them, and messages are rendered by each family's fixed rules as llm_chat_apply_template renders
+ * them (no Jinja is evaluated). Templates are ids 0 .. nb_chat_template_count()-1 with llama.cpp's
+ * names ("gemma", "llama3", "chatml", "phi3", "llama2-sys", "mistral-v7", ...), plus "dots1",
+ * which llama.cpp detects but does not name. Rules per family: src/model/chat.c. */
+
+#define NB_CHAT_MAX_TEMPLATE (1u << 20) /* bytes of template text nb_chat_detect searches */
+#define NB_CHAT_MAX_MESSAGES 65536      /* messages of one conversation */
+#define NB_CHAT_MAX_BYTES (1u << 28)    /* bytes of the roles and contents of one conversation */
+
+typedef struct nb_chat_msg {
+    const char *role;    /* "system", "user", "assistant", ...: NUL-terminated */
+    const char *content; /* NUL-terminated, may be "" */
+} nb_chat_msg;
+
+NB_API int nb_chat_template_count(void);
+NB_API const char *nb_chat_template_name(int tmpl); /* NULL outside 0 .. count-1 */
+NB_API int nb_chat_template_find(const char *name); /* the id of a name, or -1 */
+/* Every name, ", "-separated in name order, for messages ("bailing, bailing-think, ..."). */
+NB_API const char *nb_chat_template_list(void);
+/* The template of len bytes of Jinja text (or of a template's name, as llama.cpp accepts one).
+ * NB_ERR_UNSUPPORTED, naming the known templates, when it is none of them; NB_ERR_RANGE over
+ * NB_CHAT_MAX_TEMPLATE bytes. */
+NB_API nb_status nb_chat_detect(const char *tmpl, size_t len, int *id);
+/* The template of a model file (nb_model_gguf): its tokenizer.chat_template; a file without one
+ * takes its architecture's own (gemma, gemma2, gemma3: gemma; qwen2, qwen3: chatml; phi3: phi3)
+ * and is otherwise refused. Failures name the known templates. */
+NB_API nb_status nb_gguf_chat_template(const nb_gguf *g, int *id);
+/* Renders n messages (add_ass: end with the opening of an assistant turn, where the template has
+ * one) as llama.cpp does: no BOS is written, tokenization adds it. A system message goes where the
+ * template puts it (gemma: trimmed, with a blank line, at the start of the next user turn; llama2:
+ * inside [INST] as <<SYS>>, ...). At most NB_CHAT_MAX_MESSAGES and NB_CHAT_MAX_BYTES, else
+ * NB_ERR_RANGE. Writes at most cap bytes (no NUL); *len is the full length, and when it exceeds cap
+ * the call returns NB_ERR_RANGE. */
+NB_API nb_status nb_chat_apply(int tmpl, const nb_chat_msg *msgs, size_t n, int add_ass, char *buf, size_t cap,
+                               size_t *len);
+
+/* ------------------------------------------------------------ generation */
+/* One sequence's generation as a state machine that its caller steps: nb_gen_step takes the
+ * logits of the last position fed, samples the next token with the sequence's sampler, decides
+ * whether the reply goes on, and names the token to feed. A server steps many sequences, each with
+ * its own nb_gen, and feeds their tokens in one batch; nb_generate is the loop for one sequence on
+ * one context (`nibble run`).
+ *
+ * Text: every token's piece (control tokens give "") joins the reply, and text is released
+ * (nb_gen_text) once it is decided: the end of the reply that could be the start of a stop string
+ * is held until the stop string completes or is ruled out, and a stop string and what follows it
+ * are never released (as llama-server); an incomplete UTF-8 character at the end is held until its
+ * last byte arrives, so released text never splits a character (bytes that are not UTF-8 pass as
+ * they are). When the reply stops for any other reason than a stop string, everything held is
+ * released. */
+
+typedef enum nb_stop {
+    NB_STOP_NONE = 0, /* the reply goes on */
+    NB_STOP_EOG,      /* an end-of-generation token was sampled (nb_tokenizer_is_eog): not text, not fed */
+    NB_STOP_LENGTH,   /* n_predict tokens */
+    NB_STOP_STRING,   /* a stop string completed */
+    NB_STOP_CONTEXT,  /* the context has no room for the token sampled */
+    NB_STOP_CANCEL,   /* the caller stopped it */
+} nb_stop;
+
+#define NB_GEN_MAX_STOPS 16         /* stop strings of a sequence */
+#define NB_GEN_MAX_STOP_BYTES 1024  /* bytes of one stop string */
+
+typedef struct nb_gen_params {
+    int n_predict;           /* tokens per reply; < 0: no limit (default -1) */
+    int ignore_eos;          /* end-of-generation tokens are sampled as any other (default 0) */
+    const char *const *stop; /* n_stop stop strings, 1 .. NB_GEN_MAX_STOP_BYTES bytes each (copied) */
+    int n_stop;
+} nb_gen_params;
+
+/* Counts over every reply since nb_gen_create. n_gen is kept by nb_gen_step; the rest by
+ * nb_generate (a caller that steps itself keeps its own clocks). */
+typedef struct nb_gen_stats {
+    int64_t n_prompt;  /* prompt tokens evaluated */
+    double t_prompt;   /* seconds evaluating them */
+    double t_first;    /* seconds from the start of the first prompt to the first token sampled; 0: none */
+    int64_t n_gen;     /* tokens generated (an end-of-generation token that stopped a reply is not one) */
+    double t_gen;      /* seconds from the end of each prompt to the end of its reply */
+} nb_gen_stats;
+
+typedef struct nb_gen nb_gen;
+
+NB_API nb_gen_params nb_gen_default_params(void);
+/* A sequence sampling with smp (not owned; its history is the sequence's) over tok's vocabulary.
+ * Refuses more than NB_GEN_MAX_STOPS stop strings and empty or longer ones than NB_GEN_MAX_STOP_BYTES. */
+NB_API nb_status nb_gen_create(const nb_tokenizer *tok, nb_sampler *smp, const nb_gen_params *p, nb_gen **out);
+NB_API void nb_gen_free(nb_gen *g);
+/* Starts a reply: its token count, text and stop are cleared; statistics and the sampler's
+ * history stay (a conversation's turns). */
+NB_API void nb_gen_restart(nb_gen *g);
+/* Tokens the caller feeds the context before the reply: they join the sampler's history. */
+NB_API void nb_gen_prompt(nb_gen *g, const int32_t *ids, size_t n);
+/* Samples the next token from logits (the vocabulary's floats at the last position fed) and
+ * decides the reply's fate (nb_gen_stopped). room: positions free in the context for it; 0 stops
+ * the reply after this token (NB_STOP_CONTEXT). *tok: the token to feed next (also when the reply
+ * stopped at n_predict or a stop string: the context then holds the whole reply), or -1 when it
+ * must not be fed (an end-of-generation token, no room, nothing sampled). A reply of n_predict 0
+ * stops at once without sampling. Stepping a stopped reply is NB_ERR_INVALID_ARG. */
+NB_API nb_status nb_gen_step(nb_gen *g, const float *logits, int room, int32_t *tok);
+/* Stops the reply (NB_STOP_CANCEL) and releases what was held; nothing for a stopped reply. */
+NB_API void nb_gen_cancel(nb_gen *g);
+NB_API nb_stop nb_gen_stopped(const nb_gen *g);
+/* The text released by the last nb_gen_step or nb_gen_cancel (valid until the next call). */
+NB_API const char *nb_gen_text(const nb_gen *g, size_t *len);
+/* All the text of the reply released so far. */
+NB_API const char *nb_gen_reply(const nb_gen *g, size_t *len);
+NB_API const nb_gen_stats *nb_gen_get_stats(const nb_gen *g);
+
+/* Text out and cancellation for nb_generate; any member may be NULL. */
+typedef struct nb_gen_io {
+    int (*on_text)(void *user, const char *text, size_t len); /* released text; non-zero cancels */
+    int (*cancelled)(void *user); /* polled before each token is sampled; non-zero cancels */
+    void *user;
+} nb_gen_io;
+
+/* One reply on context c: restarts g, feeds the n prompt tokens (at least 1, appended at the
+ * context's position), then steps and feeds tokens until the reply stops (nb_gen_stopped says why),
+ * timing the prompt and the reply into the statistics. io may be NULL. */
+NB_API nb_status nb_generate(nb_ctx *c, nb_gen *g, const int32_t *prompt, size_t n, const nb_gen_io *io);
+
 /* ------------------------------------------------ quality: perplexity and KL divergence */
 /* Perplexity as llama.cpp's llama-perplexity computes it: the text's tokens (tokenized with BOS)
  * are cut into windows of n_ctx tokens; each window is evaluated from an empty cache with its first

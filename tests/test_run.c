@@ -92,6 +92,61 @@ TEST(chat_turns_from_stdin) {
     CHECK(!strcmp(strchr(l2, ':') + 1, want2), "turn 2 ids\n%s\nwant\n%s", strchr(l2, ':') + 1, want2);
 }
 
+/* --chat-template: llama.cpp's chatml in place of the file's gemma; the second turn follows the
+ * first reply with the template's text after a reply (its end-of-turn written, not fed). */
+TEST(chat_template_flag) {
+    if (!have_model()) SKIP("model %s absent", MODEL);
+    nb_model *m;
+    CHECK(nb_model_load(MODEL, &m) == NB_OK, "load: %s", nb_last_error());
+    char want1[2048] = "", want2[2048] = "";
+    ids_of(m, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n", 1,
+           want1, sizeof want1);
+    ids_of(m, "<|im_end|>\n<|im_start|>user\nAnd now?<|im_end|>\n<|im_start|>assistant\n", 0, want2, sizeof want2);
+    nb_model_free(m);
+    char cmd[1024], out[8192];
+    snprintf(cmd, sizeof cmd,
+             "printf 'Hi there\\nAnd now?\\n' | %s run -m %s --chat --chat-template chatml --temp 0 -n 4 "
+             "--system 'Be brief.' --verbose-prompt 2>&1 >/dev/null", BIN, MODEL);
+    int rc = test_sh(cmd, out, sizeof out);
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    char *l1 = strstr(out, "prompt tokens"), *l2 = l1 ? strstr(l1 + 1, "prompt tokens") : NULL;
+    CHECK(l1 && l2, "two turns expected: %s", out);
+    if (!l1 || !l2) return;
+    *strchr(l1, '\n') = '\0';
+    *strchr(l2, '\n') = '\0';
+    CHECK(!strcmp(strchr(l1, ':') + 1, want1), "turn 1 ids\n%s\nwant\n%s", strchr(l1, ':') + 1, want1);
+    CHECK(!strcmp(strchr(l2, ':') + 1, want2), "turn 2 ids\n%s\nwant\n%s", strchr(l2, ':') + 1, want2);
+    snprintf(cmd, sizeof cmd, "%s run -m %s --chat --chat-template gemma3 < /dev/null 2>&1", BIN, MODEL);
+    rc = test_sh(cmd, out, sizeof out);
+    CHECK(rc == 2 && strstr(out, "'gemma3' is none of") && strstr(out, "llama3") && strstr(out, "chatml"),
+          "an unknown name: exit %d %s", rc, out);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p hi --chat-template chatml 2>&1", BIN, MODEL);
+    CHECK(test_sh(cmd, out, sizeof out) == 2 && strstr(out, "add --chat"), "--chat-template without --chat: %s", out);
+}
+
+/* -r: generation stops at the reverse prompt, which is not printed, even across tokens. */
+TEST(reverse_prompt_stops_generation) {
+    if (!have_model()) SKIP("model %s absent", MODEL);
+    static char all[8192], cut[8192];
+    char cmd[1024], stop[16];
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'The robot picked up the brush and' -n 24 --temp 0 2>/dev/null", BIN, MODEL);
+    CHECK(test_sh(cmd, all, sizeof all) == 0, "run failed");
+    const size_t base = strlen("The robot picked up the brush and"), n = strlen(all);
+    CHECK(n > base + 20, "too little text: %s", all);
+    if (n <= base + 20) return;
+    memcpy(stop, all + base + 10, 5); /* 5 letters from the middle of the reply */
+    stop[5] = '\0';
+    CHECK(!strchr(stop, '\'') && !strchr(stop, '\\'), "a stop string the shell quotes plainly: %s", stop);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'The robot picked up the brush and' -n 24 --temp 0 -r '%s' 2>/dev/null",
+             BIN, MODEL, stop);
+    CHECK(test_sh(cmd, cut, sizeof cut) == 0, "run -r failed");
+    const size_t at = (size_t)(strstr(all + base, stop) - all);
+    CHECK(strlen(cut) == at + 1 && !strncmp(cut, all, at) && cut[at] == '\n', "-r '%s':\n%s\nwant the text before it of\n%s",
+          stop, cut, all);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p hi -r '' 2>&1", BIN, MODEL);
+    CHECK(test_sh(cmd, cut, sizeof cut) == 2, "an empty -r: %s", cut);
+}
+
 TEST(bad_flags_exit_2) {
     char cmd[1024], out[4096];
     const char *bad[] = {"--temp x", "-n", "--top-p 2", "-c -1", "--bogus", ""};
@@ -234,6 +289,8 @@ int main(int argc, char **argv) {
     RUN(prompt_longer_than_context_is_refused);
     RUN(generation_stops_at_full_context);
     RUN(chat_turns_from_stdin);
+    RUN(chat_template_flag);
+    RUN(reverse_prompt_stops_generation);
     RUN(bad_flags_exit_2);
     RUN(bench_roofline_row);
     RUN(api_eval_limits_and_logits);

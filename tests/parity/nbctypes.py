@@ -21,7 +21,34 @@ def load_lib():
     lib.nb_ctx_free.argtypes = [ctypes.c_void_p]
     lib.nb_ctx_reset.argtypes = [ctypes.c_void_p]
     lib.nb_ctx_eval.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+    lib.nb_chat_template_name.restype = ctypes.c_char_p
+    lib.nb_chat_template_name.argtypes = [ctypes.c_int]
+    lib.nb_chat_template_find.argtypes = [ctypes.c_char_p]
+    lib.nb_chat_detect.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int)]
+    lib.nb_chat_apply.argtypes = [ctypes.c_int, ctypes.POINTER(ChatMsg), ctypes.c_size_t, ctypes.c_int, ctypes.c_char_p,
+                                  ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
     return lib
+
+
+class ChatMsg(ctypes.Structure):
+    _fields_ = [("role", ctypes.c_char_p), ("content", ctypes.c_char_p)]
+
+
+def chat_detect(lib, text):
+    """nibble's template id for template text (bytes), or None when it knows none."""
+    tid = ctypes.c_int()
+    return tid.value if lib.nb_chat_detect(text, len(text), ctypes.byref(tid)) == 0 else None
+
+
+def chat_apply(lib, tid, msgs, add_ass):
+    """nibble's rendering (bytes) of [(role, content)] (bytes) in template tid."""
+    arr = (ChatMsg * max(len(msgs), 1))(*[ChatMsg(r, c) for r, c in msgs])
+    n = ctypes.c_size_t()
+    lib.nb_chat_apply(tid, arr, len(msgs), int(add_ass), None, 0, ctypes.byref(n))
+    buf = ctypes.create_string_buffer(n.value + 1)
+    if lib.nb_chat_apply(tid, arr, len(msgs), int(add_ass), buf, n.value, ctypes.byref(n)) != 0:
+        raise RuntimeError(f"nb_chat_apply: {lib.nb_last_error().decode()}")
+    return buf.raw[:n.value]
 
 
 class Model:
