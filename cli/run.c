@@ -63,7 +63,7 @@ static void on_sigint(int sig) {
 
 static const char USAGE[] =
     "usage: nibble run -m MODEL (-p PROMPT | -f FILE | --chat) [options]\n"
-    "  -m, --model FILE          the GGUF model (architectures: gemma3)\n"
+    "  -m, --model FILE          the GGUF model (gemma3, gemma2, llama, qwen2, qwen3, phi3)\n"
     "  -p, --prompt TEXT         the prompt; -f, --file FILE reads it from a file ('-': standard input)\n"
     "  -n, --n-predict N         tokens to generate (-1: until end of turn or a full context; default -1,\n"
     "                            in --chat 1024 per reply)\n"
