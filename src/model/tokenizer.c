@@ -1,7 +1,8 @@
 /*
  * tokenizer.c: building a tokenizer from plain vocabulary arrays, and everything that runs from
  * ids back to bytes (pieces, detokenize) plus the small accessors. Text -> ids lives in
- * tokenizer_encode.c; the rules both follow are in tokenizer.h.
+ * tokenizer_encode.c, the BPE tables and merge loop in tokenizer_bpe.c; the rules are in
+ * tokenizer.h.
  */
 #include "model/tokenizer.h"
 
@@ -79,6 +80,8 @@ static nb_status check_desc(const nb_vocab_desc *d) {
     if ((s = check_id("bos", d->bos_id, d->n_tokens)) || (s = check_id("eos", d->eos_id, d->n_tokens)) ||
         (s = check_id("unk", d->unk_id, d->n_tokens)) || (s = check_id("eot", d->eot_id, d->n_tokens)))
         return s;
+    if (d->model != NB_VOCAB_SPM && d->model != NB_VOCAB_BPE)
+        return nb_fail(NB_ERR_UNSUPPORTED, "vocabulary: model %d, known are 0 (SPM) and 1 (BPE)", d->model);
     if (d->add_bos && d->bos_id < 0) return nb_fail(NB_ERR_FORMAT, "vocabulary: add_bos is set but there is no bos id");
     if (d->add_eos && d->eos_id < 0) return nb_fail(NB_ERR_FORMAT, "vocabulary: add_eos is set but there is no eos id");
     return NB_OK;
@@ -264,7 +267,8 @@ nb_status nb_tokenizer_create(const nb_vocab_desc *d, nb_tokenizer **out) {
         int32_t id = nb_tok_lookup(t, name, 6);
         t->byte_tok[b] = id >= 0 ? id : nb_tok_lookup(t, &raw, 1);
     }
-    if ((s = build_specials(t))) {
+    t->model = d->model;
+    if ((s = build_specials(t)) || (t->model == NB_VOCAB_BPE && (s = nb_bpe_create(t, d)))) {
         nb_tokenizer_free(t);
         return s;
     }
@@ -278,6 +282,7 @@ void nb_tokenizer_free(nb_tokenizer *t) {
     free(t->slot);
     free(t->special);
     free(t->trie);
+    nb_bpe_free(t->bpe);
     free(t);
 }
 
@@ -305,6 +310,24 @@ static void put_piece(const nb_tokenizer *t, int32_t id, int special, sink *o) {
     if ((k->attr & NB_TA_HIDDEN) && !special) return;
     if (k->attr & (NB_TA_HIDDEN | NB_TA_USER)) {
         for (uint32_t i = 0; i < k->len; i++) put(o, k->text[i]);
+    } else if (k->type == NB_TOKEN_NORMAL && t->model == NB_VOCAB_BPE) {
+        const uint8_t *s = (const uint8_t *)k->text;
+        for (size_t i = 0; i < k->len;) {
+            char u[4];
+            uint32_t cp = nb_utf8_next(s, k->len, &i);
+            int b = nb_bpe_cp_byte(cp);
+            if (b >= 0) {
+                put(o, (char)b);
+                continue;
+            }
+            /* llama.cpp's marker for a character outside the mapping: its UTF-8, then the whole text */
+            static const char hex[] = "0123456789abcdef";
+            for (const char *m = "[UNK_BYTE_0x"; *m; m++) put(o, *m);
+            size_t n = nb_utf8_put(cp, u);
+            for (size_t j = 0; j < n; j++) put(o, hex[(uint8_t)u[j] >> 4]), put(o, hex[u[j] & 15]);
+            for (uint32_t j = 0; j < k->len; j++) put(o, k->text[j]);
+            put(o, ']');
+        }
     } else if (k->type == NB_TOKEN_NORMAL) {
         for (uint32_t i = 0; i < k->len; i++) {
             if (i + 2 < k->len && !memcmp(k->text + i, "\xe2\x96\x81", 3)) {
@@ -332,6 +355,32 @@ nb_status nb_token_to_piece(const nb_tokenizer *t, int32_t id, char *buf, size_t
     return NB_OK;
 }
 
+/* llama.cpp's clean_up_tokenization_spaces, its three passes in place; returns the new length. */
+static size_t clean_spaces(char *s, size_t n) {
+    size_t m = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++) { /* " ?" " !" " ." " ," */
+        char x = s[i];
+        if (s[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) m--;
+        s[m++] = x;
+    }
+    n = m, m = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++) { /* " ' " -> "'" */
+        char x = s[i];
+        if (x == '\'' && i + 1 < n && s[i - 1] == ' ' && s[i + 1] == ' ') m--, s[++i] = 0;
+        s[m++] = x;
+    }
+    n = m, m = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++) { /* " 's" " 'm" " 're" " 've" */
+        char x = s[i];
+        if (s[i - 1] == ' ' && x == '\'' && i + 1 < n) {
+            char x1 = s[i + 1], x2 = i + 2 < n ? s[i + 2] : 0;
+            if (x1 == 's' || x1 == 'm' || (x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e')) m--;
+        }
+        s[m++] = x;
+    }
+    return m;
+}
+
 nb_status nb_detokenize(const nb_tokenizer *t, const int32_t *ids, size_t n, int remove_special,
                         int unparse_special, char *buf, size_t cap, size_t *len) {
     if (!t || !len || (!ids && n) || (!buf && cap))
@@ -351,6 +400,7 @@ nb_status nb_detokenize(const nb_tokenizer *t, const int32_t *ids, size_t n, int
     }
     *len = o.len;
     if (o.len > cap) return nb_fail(NB_ERR_RANGE, "nb_detokenize: text needs %zu bytes, buffer has %zu", o.len, cap);
+    if (t->clean_spaces) *len = clean_spaces(buf, o.len);
     return NB_OK;
 }
 
