@@ -407,6 +407,7 @@ typedef struct nb_vocab_desc {
     const char *pre;             /* BPE pre-tokenizer (tokenizer.ggml.pre), NULL = "default" */
     const nb_token_text *merges; /* BPE: [n_merges] "left right" in GPT-2 characters, rank = index */
     int64_t n_merges;
+    const char *name;            /* general.name or NULL: llama.cpp keys a few token attributes on it */
 } nb_vocab_desc;
 
 /* Validates the descriptor (ids in range, lengths bounded, types known, scores finite, byte tokens

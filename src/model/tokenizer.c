@@ -162,6 +162,27 @@ static void mark_attributes(nb_tokenizer *t) {
     }
 }
 
+/* Some name-keyed attributes of llama.cpp's loader (tokenizer.h). */
+static void mark_strips(nb_tokenizer *t, const char *name, const char *pre) {
+    char low[128] = "";
+    for (size_t i = 0; name && name[i] && i + 1 < sizeof low; i++)
+        low[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
+    if (strstr(low, "phi-3") || strstr(low, "phi3")) {
+        for (int32_t i = 0; i < t->n; i++)
+            if (t->tok[i].attr & (NB_TA_HIDDEN | NB_TA_USER)) t->tok[i].attr |= NB_TA_RSTRIP;
+        int32_t id = find_cstr(t, "</s>");
+        if (id >= 0) t->tok[id].attr |= NB_TA_RSTRIP;
+        static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+        for (size_t k = 0; k < sizeof keep / sizeof keep[0]; k++)
+            if ((id = find_cstr(t, keep[k])) >= 0) t->tok[id].attr &= (uint8_t)~NB_TA_RSTRIP;
+    }
+    int32_t mask = pre && (!strcmp(pre, "jina-v2-de") || !strcmp(pre, "jina-v2-es") || !strcmp(pre, "jina-v2-code"))
+                       ? find_cstr(t, "<mask>")
+                   : strstr(low, "modern-bert") ? find_cstr(t, "[MASK]")
+                                                : -1;
+    if (mask >= 0) t->tok[mask].attr |= NB_TA_LSTRIP;
+}
+
 /* ------------------------------------------------------------ special-token trie */
 
 typedef struct { uint32_t len; int32_t id; } special_key;
@@ -261,6 +282,7 @@ nb_status nb_tokenizer_create(const nb_vocab_desc *d, nb_tokenizer **out) {
         if (t->tok[i].len) table_insert(t, i);
     }
     mark_attributes(t);
+    mark_strips(t, d->name, d->pre);
     static const char hex[] = "0123456789ABCDEF";
     for (int b = 0; b < 256; b++) {
         char name[6] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'}, raw = (char)b;

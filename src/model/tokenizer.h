@@ -37,7 +37,10 @@
  *  pre-tokenizer sets it (" ?" " !" " ." " ," lose the space, " ' " loses both, " 's" " 'm" " 're"
  *  " 've" lose it).
  *
- * Token attributes follow llama.cpp's loader: a token whose text names an end of generation
+ * Token attributes follow llama.cpp's loader: with general.name containing "phi-3"/"phi3" (any
+ * case) every special token but <unk>, <s> and <|endoftext|> is rstrip, and "<mask>" (pre
+ * jina-v2-*) or "[MASK]" (name modern-bert) is lstrip: the split drops the ASCII whitespace
+ * (space, \t \n \v \f \r) after / before such a token. a token whose text names an end of generation
  * ("<end_of_turn>", "</s>", "<|eot_id|>", "<|im_end|>", "<|endoftext|>", ...) is marked EOG and
  * treated as a control token, so with parse_special off it is not split out, and its piece is
  * hidden unless `special`.
@@ -54,6 +57,8 @@ enum {
     NB_TA_HIDDEN = 1u << 0,  /* control or unknown: split only with parse_special; piece "" unless special */
     NB_TA_USER = 1u << 1,    /* user-defined: always split out; piece is the raw text */
     NB_TA_EOG = 1u << 2,     /* ends generation */
+    NB_TA_LSTRIP = 1u << 3,  /* split out, it takes the whitespace before it (llama.cpp's lstrip) */
+    NB_TA_RSTRIP = 1u << 4,  /* ... and the whitespace after it (rstrip) */
 };
 
 typedef struct nb_tok {

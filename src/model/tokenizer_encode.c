@@ -89,6 +89,8 @@ static int32_t present_specials(const nb_tokenizer *t, const char *text, size_t 
     return n;
 }
 
+static int is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
 /* Cuts every raw fragment at each leftmost non-overlapping occurrence of each present special, in
  * priority order, exactly as llama.cpp's partition does one token at a time. */
 static nb_status split_specials(const nb_tokenizer *t, const char *text, size_t len, int parse_special,
@@ -125,10 +127,14 @@ static nb_status split_specials(const nb_tokenizer *t, const char *text, size_t 
                     w->fb[m++] = (frag){off, end - off, -1};
                     break;
                 }
-                size_t at = (size_t)(hit - text);
-                if (at > off) w->fb[m++] = (frag){off, at - off, -1};
+                size_t at = (size_t)(hit - text), left = at;
+                if (k->attr & NB_TA_LSTRIP)
+                    while (left > off && is_space(text[left - 1])) left--;
+                if (left > off) w->fb[m++] = (frag){off, left - off, -1};
                 w->fb[m++] = (frag){at, k->len, id};
                 off = at + k->len;
+                if (k->attr & NB_TA_RSTRIP)
+                    while (off < end && is_space(text[off])) off++;
             }
         }
         frag *tf = w->fa;

@@ -11,6 +11,7 @@
  *                                   eot_token_id (none)
  *   tokenizer.ggml.add_bos_token    bool (true / the pre-tokenizer's: true for llama3),
  *                                   add_eos_token (false), add_space_prefix (true / false)
+ *   general.name                    string (absent: none), for llama.cpp's name-keyed attributes
  * Token and merge texts point into the mapping; nothing of them is copied.
  */
 #include <stdlib.h>
@@ -133,6 +134,8 @@ static nb_status fill_desc(const nb_gguf *g, nb_vocab_desc *d, nb_token_text **t
             .add_bos = 1, .add_eos = 0, .add_space_prefix = 1,
         };
     }
+    if (nb_gguf_find_key(g, "general.name") >= 0 && nb_gguf_get_string(g, "general.name", &d->name))
+        return nb_fail(NB_ERR_FORMAT, "GGUF key general.name: expected a string");
     if ((s = opt_id(g, KEY "bos_token_id", d->n_tokens, &d->bos_id)) ||
         (s = opt_id(g, KEY "eos_token_id", d->n_tokens, &d->eos_id)) ||
         (s = opt_id(g, KEY "unknown_token_id", d->n_tokens, &d->unk_id)) ||

@@ -93,6 +93,9 @@ class Reference:
 
     def piece(self, tid, special, buf=ctypes.create_string_buffer(256)):
         n = self.lc.llama_token_to_piece(self.vocab, tid, buf, len(buf), 0, special)
+        if n < 0:  # -n bytes needed
+            buf = ctypes.create_string_buffer(-n)
+            n = self.lc.llama_token_to_piece(self.vocab, tid, buf, len(buf), 0, special)
         assert n >= 0
         return buf.raw[:n]
 
