@@ -124,6 +124,21 @@ static const char *const eog_texts[] = {
     ("<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"), "[e~[",
 };
 
+/* Fill-in-the-middle markers llama.cpp's loader detects by text and makes control tokens; the
+ * last three (pad, repo, file separator) also end generation. */
+#define FW "\xef\xbd\x9c" /* U+FF5C, DeepSeek's bar */
+#define LB "\xe2\x96\x81" /* U+2581 */
+static const char *const fim_texts[] = {
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<" FW "fim" LB "begin" FW ">", "<PRE>", LB "<PRE>",
+    "<|code_prefix|>", "<|prefix|>", "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<" FW "fim" LB "hole" FW ">",
+    "<SUF>", LB "<SUF>", "<|code_suffix|>", "<|suffix|>", "<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+    "<" FW "fim" LB "end" FW ">", "<MID>", LB "<MID>", "<|code_middle|>", "<|middle|>",
+};
+static const char *const fim_eog_texts[] = {
+    "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+    "<REPO>", "<reponame>", "<|file_sep|>",
+};
+
 static int is_eog_text(const nb_tokenizer *t, const char *s) {
     int32_t id = find_cstr(t, s);
     return id >= 0 && (t->tok[id].attr & NB_TA_EOG);
@@ -138,6 +153,14 @@ static void mark_attributes(nb_tokenizer *t) {
     for (size_t i = 0; i < sizeof eog_texts / sizeof eog_texts[0]; i++) {
         int32_t id = find_cstr(t, eog_texts[i]);
         if (id >= 0) t->tok[id].attr |= NB_TA_EOG | NB_TA_HIDDEN;
+    }
+    for (size_t i = 0; i < sizeof fim_texts / sizeof fim_texts[0]; i++) {
+        int32_t id = find_cstr(t, fim_texts[i]);
+        if (id >= 0) t->tok[id].attr |= NB_TA_HIDDEN;
+    }
+    for (size_t i = 0; i < sizeof fim_eog_texts / sizeof fim_eog_texts[0]; i++) {
+        int32_t id = find_cstr(t, fim_eog_texts[i]);
+        if (id >= 0) t->tok[id].attr |= NB_TA_HIDDEN | NB_TA_EOG;
     }
     /* gpt-oss writes these as control tokens but they must always be rendered */
     static const char *const shown[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
