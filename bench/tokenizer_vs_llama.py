@@ -74,7 +74,8 @@ def unicode_compare(tree):
             at = ov[1]
         diff = [c for c in range(N) if (0xD800 > c or c > 0xDFFF) and bool(flags[c] & bit) != bool(mine[c])]
         total += len(diff)
-        print("\\p{%s}: %d code points differ%s" % (cat, len(diff), (", e.g. " + " ".join(
+        only_llama = sum(1 for c in diff if flags[c] & bit)
+        print("\\p{%s}: %d code points differ (%d in llama.cpp's category only)%s" % (cat, len(diff), only_llama, (", e.g. " + " ".join(
             "U+%04X(%s)" % (c, "llama.cpp" if flags[c] & bit else "PCRE2") for c in diff[:6])) if diff else ""))
     print("total %d (a code point can count in two categories; surrogates excluded)" % total)
 
