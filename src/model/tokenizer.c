@@ -16,7 +16,7 @@
 /* ------------------------------------------------------------ text hash table */
 
 /* FNV-1a: token texts are short (a few bytes on average), so a byte loop is as fast as anything. */
-static uint64_t text_hash(const char *s, size_t len) {
+uint64_t nb_tok_hash(const char *s, size_t len) {
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < len; i++) {
         h ^= (uint8_t)s[i];
@@ -27,7 +27,7 @@ static uint64_t text_hash(const char *s, size_t len) {
 
 int32_t nb_tok_lookup(const nb_tokenizer *t, const char *s, size_t len) {
     if (len == 0) return -1;
-    for (uint64_t i = text_hash(s, len) & t->mask;; i = (i + 1) & t->mask) {
+    for (uint64_t i = nb_tok_hash(s, len) & t->mask;; i = (i + 1) & t->mask) {
         int32_t v = t->slot[i];
         if (v == 0) return -1;
         const nb_tok *k = &t->tok[v - 1];
@@ -38,7 +38,7 @@ int32_t nb_tok_lookup(const nb_tokenizer *t, const char *s, size_t len) {
 /* llama.cpp keeps one id per text, the last one listed, so a later duplicate replaces the slot. */
 static void table_insert(nb_tokenizer *t, int32_t id) {
     const nb_tok *k = &t->tok[id];
-    for (uint64_t i = text_hash(k->text, k->len) & t->mask;; i = (i + 1) & t->mask) {
+    for (uint64_t i = nb_tok_hash(k->text, k->len) & t->mask;; i = (i + 1) & t->mask) {
         int32_t v = t->slot[i];
         if (v == 0 || (t->tok[v - 1].len == k->len && memcmp(t->tok[v - 1].text, k->text, k->len) == 0)) {
             t->slot[i] = id + 1;

@@ -111,6 +111,9 @@ static inline void nb_ids_emit(nb_ids_out *o, int32_t id) {
 
 /* Token id whose text is exactly (s, len), or -1. */
 int32_t nb_tok_lookup(const nb_tokenizer *t, const char *s, size_t len);
+uint64_t nb_tok_hash(const char *s, size_t len); /* the text tables' hash */
+/* Grows *p (per-call scratch) to hold at least `need` elements of `elem` bytes. */
+nb_status nb_tok_reserve(void **p, size_t *cap, size_t need, size_t elem);
 
 /* tokenizer_bpe.c */
 /* Next code point of s[0 .. n) at *i (advanced), decoded as llama.cpp does (rule 2 above). */

@@ -93,16 +93,18 @@ typedef struct pre_type {
     uint8_t ignore_merges, add_bos, clean_spaces;
 } pre_type;
 
+/* names as llama.cpp's loader groups them; a name it does not know is refused */
 static const pre_type pre_types[] = {
     {"default", {"[\\p{P}\\$\\+<=>\\^~\\|]+", GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}, 0, 0, 1},
-    {"llama3|llama-v3|llama-bpe|falcon3|falcon-h1|pixtral|midm-2.0|lfm2|jina-v5-nano|dbrx|smaug-bpe",
-     {LLAMA3}, 1, 1, 1},
-    {"gpt-2|phi-2|jina-es|jina-de|gigachat|jina-v2-es|jina-v2-de|a.x-4.0|mellum|modern-bert|mpt|olmo|jais",
+    {"llama3|llama-v3|llama-bpe|falcon3|falcon-h1|pixtral|midm-2.0|lfm2|jina-v5-nano", {LLAMA3}, 1, 1, 1},
+    {"dbrx|smaug-bpe", {LLAMA3}, 0, 0, 1},
+    {"gpt-2|phi-2|jina-es|jina-de|gigachat|jina-v2-es|jina-v2-de|a.x-4.0|mellum|modern-bert|mpt|olmo|jais|exaone4",
      {GPT2}, 0, 0, 1},
-    {"qwen2|deepseek-r1-qwen|kormo|f2llmv2", {QWEN2}, 0, 0, 0},
-    {"stablelm2", {QWEN2}, 0, 0, 1},
+    {"trillion|granite-docling", {GPT2}, 0, 0, 0},
+    {"qwen2|deepseek-r1-qwen|kormo|f2llmv2|hunyuan|solar-open", {QWEN2}, 0, 0, 0},
+    {"stablelm2|megrez", {QWEN2}, 0, 0, 1},
     {"qwen35", {QWEN35}, 0, 0, 0},
-    {"starcoder|refact|codeshell", {"\\p{N}", GPT2}, 0, 0, 1},
+    {"starcoder|refact|codeshell|exaone|minerva-7b|mellum2", {"\\p{N}", GPT2}, 0, 0, 1},
     {"smollm|command-r", {"\\p{N}", GPT2}, 0, 0, 0},
     {"falcon", {"[\\p{P}\\$\\+<=>\\^~\\|`]+", GPT2, "[0-9][0-9][0-9]"}, 0, 0, 1},
     {"deepseek-coder", {"[\\r\\n]", "[" WS "]?\\p{L}+", "[" WS "]?\\p{P}+", DS_CJK, "\\p{N}"}, 0, 0, 0},
@@ -153,12 +155,6 @@ struct nb_bpe {
     uint64_t xmask;
 };
 
-static uint64_t hash_bytes(const char *s, size_t len) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-    return h;
-}
-
 static uint64_t hash_pair(uint64_t key) {
     key ^= key >> 33;
     key *= 0xff51afd7ed558ccdull;
@@ -172,7 +168,7 @@ static const char *xs_text(const nb_bpe *b, int32_t k, size_t *len) {
 
 static int32_t xs_find(const nb_bpe *b, const char *s, size_t len, uint64_t *slot) {
     if (!b->xslot) return -1;
-    for (uint64_t i = hash_bytes(s, len) & b->xmask;; i = (i + 1) & b->xmask) {
+    for (uint64_t i = nb_tok_hash(s, len) & b->xmask;; i = (i + 1) & b->xmask) {
         int32_t v = b->xslot[i];
         if (slot) *slot = i;
         if (v == 0) return -1;
@@ -192,7 +188,7 @@ static nb_status xs_grow(nb_bpe *b) {
     for (int32_t k = 0; k < b->n_xs; k++) {
         size_t n;
         const char *x = xs_text(b, k, &n);
-        uint64_t i = hash_bytes(x, n) & b->xmask;
+        uint64_t i = nb_tok_hash(x, n) & b->xmask;
         while (b->xslot[i]) i = (i + 1) & b->xmask;
         b->xslot[i] = k + 1;
     }
@@ -379,18 +375,6 @@ void nb_bpe_scratch_free(nb_bpe_scratch *w) {
     free(w);
 }
 
-static nb_status grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return NB_OK;
-    uint64_t n = *cap ? *cap : 64, bytes;
-    while (n < need) n *= 2;
-    if (!nb_mul_u64(n, elem, &bytes) || bytes > SIZE_MAX)
-        return nb_fail(NB_ERR_OVERFLOW, "nb_tokenize: scratch of %zu elements", need);
-    void *q = realloc(*p, (size_t)bytes);
-    if (!q) return nb_fail(NB_ERR_NOMEM, "nb_tokenize: scratch of %llu bytes", (unsigned long long)bytes);
-    *p = q, *cap = (size_t)n;
-    return NB_OK;
-}
-
 /* lowest rank first, then the leftmost pair */
 static int bbefore(const bbig *a, const bbig *b) { return a->rank < b->rank || (a->rank == b->rank && a->left < b->left); }
 
@@ -425,7 +409,7 @@ static nb_status merge_word(const nb_tokenizer *t, nb_bpe_scratch *w, size_t n, 
     const nb_bpe *b = t->bpe;
     nb_status s;
     if (t->ignore_merges && n > 1) { /* a word that is a token is that token (llama.cpp's ignore_merges) */
-        if ((s = grow((void **)&w->enc, &w->enc_cap, 2 * n, 1))) return s;
+        if ((s = nb_tok_reserve((void **)&w->enc, &w->enc_cap, 2 * n, 1))) return s;
         size_t m = 0;
         for (size_t i = 0; i < n; i++) {
             memcpy(w->enc + m, b->enc[(uint8_t)w->word[i]], b->enc_len[(uint8_t)w->word[i]]);
@@ -434,8 +418,8 @@ static nb_status merge_word(const nb_tokenizer *t, nb_bpe_scratch *w, size_t n, 
         int32_t id = nb_tok_lookup(t, w->enc, m);
         if (id >= 0) return nb_ids_emit(o, id), NB_OK;
     }
-    if ((s = grow((void **)&w->sym, &w->sym_cap, n, sizeof(bsym))) ||
-        (s = grow((void **)&w->heap, &w->heap_cap, 3 * n, sizeof(bbig))))
+    if ((s = nb_tok_reserve((void **)&w->sym, &w->sym_cap, n, sizeof(bsym))) ||
+        (s = nb_tok_reserve((void **)&w->heap, &w->heap_cap, 3 * n, sizeof(bbig))))
         return s;
     for (size_t i = 0; i < n; i++)
         w->sym[i] = (bsym){(int32_t)i - 1, i + 1 == n ? -1 : (int32_t)i + 1, b->byte_sid[(uint8_t)w->word[i]],
@@ -484,13 +468,13 @@ static nb_status split_by(const pcre2_code *re, nb_bpe_scratch *w, size_t *np) {
                                rc, w->pa[p].off + at);
             const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(w->md);
             if (ov[1] == ov[0]) break; /* no pattern matches empty; stop rather than loop */
-            if ((s = grow((void **)&w->pb, &w->pb_cap, m + 2, sizeof(piece)))) return s;
+            if ((s = nb_tok_reserve((void **)&w->pb, &w->pb_cap, m + 2, sizeof(piece)))) return s;
             if (ov[0] > at) w->pb[m++] = (piece){w->pa[p].off + at, ov[0] - at};
             w->pb[m++] = (piece){w->pa[p].off + ov[0], ov[1] - ov[0]};
             at = ov[1];
         }
         if (at < len) {
-            if ((s = grow((void **)&w->pb, &w->pb_cap, m + 1, sizeof(piece)))) return s;
+            if ((s = nb_tok_reserve((void **)&w->pb, &w->pb_cap, m + 1, sizeof(piece)))) return s;
             w->pb[m++] = (piece){w->pa[p].off + at, len - at};
         }
     }
@@ -508,17 +492,17 @@ nb_status nb_bpe_encode(const nb_tokenizer *t, const char *text, size_t len, nb_
     if (!*wp && !(*wp = calloc(1, sizeof **wp))) return nb_fail(NB_ERR_NOMEM, "nb_tokenize: BPE scratch");
     nb_bpe_scratch *w = *wp;
     if (!w->md && !(w->md = pcre2_match_data_create(1, NULL))) return nb_fail(NB_ERR_NOMEM, "nb_tokenize: match data");
-    if ((s = grow((void **)&w->cp, &w->cp_cap, len, sizeof(uint32_t)))) return s;
+    if ((s = nb_tok_reserve((void **)&w->cp, &w->cp_cap, len, sizeof(uint32_t)))) return s;
     size_t n = 0;
     for (size_t i = 0; i < len;) w->cp[n++] = nb_utf8_next((const uint8_t *)text, len, &i);
-    if ((s = grow((void **)&w->pa, &w->pa_cap, 1, sizeof(piece)))) return s;
+    if ((s = nb_tok_reserve((void **)&w->pa, &w->pa_cap, 1, sizeof(piece)))) return s;
     w->pa[0] = (piece){0, n};
     size_t np = n ? 1 : 0;
     for (int r = 0; r < b->n_re; r++)
         if ((s = split_by(b->re[r], w, &np))) return s;
     for (size_t p = 0; p < np; p++) {
         /* the word as llama.cpp sees it: its code points encoded again (a bad byte is now U+FFFD) */
-        if ((s = grow((void **)&w->word, &w->word_cap, 4 * w->pa[p].len, 1))) return s;
+        if ((s = nb_tok_reserve((void **)&w->word, &w->word_cap, 4 * w->pa[p].len, 1))) return s;
         size_t m = 0;
         for (size_t k = 0; k < w->pa[p].len; k++) m += nb_utf8_put(w->cp[w->pa[p].off + k], w->word + m);
         if ((s = merge_word(t, w, m, o))) return s;

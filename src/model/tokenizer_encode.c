@@ -44,9 +44,7 @@ typedef struct scratch {
     uint8_t *seen;
 } scratch;
 
-
-/* Grow *p to hold at least `need` elements of `elem` bytes. */
-static nb_status reserve(void **p, size_t *cap, size_t need, size_t elem) {
+nb_status nb_tok_reserve(void **p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return NB_OK;
     uint64_t n = *cap ? *cap : 64, bytes;
     while (n < need) n *= 2;
@@ -96,7 +94,7 @@ static int is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 static nb_status split_specials(const nb_tokenizer *t, const char *text, size_t len, int parse_special,
                                 scratch *w, size_t *n_frag) {
     nb_status s;
-    if ((s = reserve((void **)&w->fa, &w->fa_cap, 1, sizeof(frag)))) return s;
+    if ((s = nb_tok_reserve((void **)&w->fa, &w->fa_cap, 1, sizeof(frag)))) return s;
     w->fa[0] = (frag){0, len, -1};
     size_t n = 1;
     if (t->n_special == 0 || len == 0) {
@@ -115,7 +113,7 @@ static nb_status split_specials(const nb_tokenizer *t, const char *text, size_t 
             frag fr = w->fa[f];
             /* at most two fragments per occurrence plus the tail */
             size_t most = fr.id >= 0 ? 1 : 2 * (fr.len / k->len) + 1;
-            if ((s = reserve((void **)&w->fb, &w->fb_cap, m + most, sizeof(frag)))) return s;
+            if ((s = nb_tok_reserve((void **)&w->fb, &w->fb_cap, m + most, sizeof(frag)))) return s;
             if (fr.id >= 0) {
                 w->fb[m++] = fr;
                 continue;
@@ -194,7 +192,7 @@ static nb_status encode_raw(const nb_tokenizer *t, const char *text, size_t len,
     /* ' ' -> U+2581 (3 bytes); len <= NB_TOKENIZE_MAX_BYTES keeps 3 * len + 3 within int32 */
     size_t n_esc = 0;
     nb_status s;
-    if ((s = reserve((void **)&w->esc, &w->esc_cap, 3 * len + 3, 1))) return s;
+    if ((s = nb_tok_reserve((void **)&w->esc, &w->esc_cap, 3 * len + 3, 1))) return s;
     for (size_t i = 0; i < len + (size_t)!!space_prefix; i++) {
         char c = space_prefix ? (i == 0 ? ' ' : text[i - 1]) : text[i];
         if (c == ' ') {
@@ -204,8 +202,8 @@ static nb_status encode_raw(const nb_tokenizer *t, const char *text, size_t len,
             w->esc[n_esc++] = c;
         }
     }
-    if ((s = reserve((void **)&w->syms, &w->syms_cap, n_esc, sizeof(sym)))) return s;
-    if ((s = reserve((void **)&w->heap, &w->heap_cap, 3 * n_esc, sizeof(bigram)))) return s;
+    if ((s = nb_tok_reserve((void **)&w->syms, &w->syms_cap, n_esc, sizeof(sym)))) return s;
+    if ((s = nb_tok_reserve((void **)&w->heap, &w->heap_cap, 3 * n_esc, sizeof(bigram)))) return s;
     /* UTF-8 characters by the lead byte's high nibble, as llama.cpp: 0-B one byte, C-D two, E
      * three, F four, clipped at the end of the text */
     static const uint8_t utf8_len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
