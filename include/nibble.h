@@ -424,7 +424,8 @@ NB_API void nb_tokenizer_free(nb_tokenizer *t);
  * for them (llama.cpp's add_special). parse_special: also split out control tokens written in the
  * text ("<start_of_turn>"); user-defined tokens are always split out. Writes at most cap ids;
  * *n_out is the count, and when it exceeds cap the call returns NB_ERR_RANGE (ids holds the
- * first cap). */
+ * first cap). A byte gives at most one id, except in BPE where a byte of invalid UTF-8 reads as
+ * U+FFFD and may give three. */
 NB_API nb_status nb_tokenize(const nb_tokenizer *t, const char *text, size_t len, int add_special,
                              int parse_special, int32_t *ids, size_t cap, size_t *n_out);
 
