@@ -462,6 +462,8 @@ static nb_status split_by(const pcre2_code *re, nb_bpe_scratch *w, size_t *np) {
         size_t len = w->pa[p].len, at = 0;
         while (at < len) {
             int rc = pcre2_match(re, subj, len, at, 0, w->md, NULL);
+            if (rc == PCRE2_ERROR_JIT_STACKLIMIT) /* the interpreter keeps its frames on the heap */
+                rc = pcre2_match(re, subj, len, at, PCRE2_NO_JIT, w->md, NULL);
             if (rc == PCRE2_ERROR_NOMATCH) break;
             if (rc < 0)
                 return nb_fail(NB_ERR_UNSUPPORTED, "nb_tokenize: pre-tokenizer match failed (PCRE2 error %d) at code point %zu",
