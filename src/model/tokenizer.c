@@ -1,7 +1,8 @@
 /*
  * tokenizer.c: building a tokenizer from plain vocabulary arrays, and everything that runs from
  * ids back to bytes (pieces, detokenize) plus the small accessors. Text -> ids lives in
- * tokenizer_encode.c; the rules both follow are in tokenizer.h.
+ * tokenizer_encode.c, the BPE tables and merge loop in tokenizer_bpe.c; the rules are in
+ * tokenizer.h.
  */
 #include "model/tokenizer.h"
 
@@ -15,7 +16,7 @@
 /* ------------------------------------------------------------ text hash table */
 
 /* FNV-1a: token texts are short (a few bytes on average), so a byte loop is as fast as anything. */
-static uint64_t text_hash(const char *s, size_t len) {
+uint64_t nb_tok_hash(const char *s, size_t len) {
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < len; i++) {
         h ^= (uint8_t)s[i];
@@ -26,7 +27,7 @@ static uint64_t text_hash(const char *s, size_t len) {
 
 int32_t nb_tok_lookup(const nb_tokenizer *t, const char *s, size_t len) {
     if (len == 0) return -1;
-    for (uint64_t i = text_hash(s, len) & t->mask;; i = (i + 1) & t->mask) {
+    for (uint64_t i = nb_tok_hash(s, len) & t->mask;; i = (i + 1) & t->mask) {
         int32_t v = t->slot[i];
         if (v == 0) return -1;
         const nb_tok *k = &t->tok[v - 1];
@@ -37,7 +38,7 @@ int32_t nb_tok_lookup(const nb_tokenizer *t, const char *s, size_t len) {
 /* llama.cpp keeps one id per text, the last one listed, so a later duplicate replaces the slot. */
 static void table_insert(nb_tokenizer *t, int32_t id) {
     const nb_tok *k = &t->tok[id];
-    for (uint64_t i = text_hash(k->text, k->len) & t->mask;; i = (i + 1) & t->mask) {
+    for (uint64_t i = nb_tok_hash(k->text, k->len) & t->mask;; i = (i + 1) & t->mask) {
         int32_t v = t->slot[i];
         if (v == 0 || (t->tok[v - 1].len == k->len && memcmp(t->tok[v - 1].text, k->text, k->len) == 0)) {
             t->slot[i] = id + 1;
@@ -79,6 +80,8 @@ static nb_status check_desc(const nb_vocab_desc *d) {
     if ((s = check_id("bos", d->bos_id, d->n_tokens)) || (s = check_id("eos", d->eos_id, d->n_tokens)) ||
         (s = check_id("unk", d->unk_id, d->n_tokens)) || (s = check_id("eot", d->eot_id, d->n_tokens)))
         return s;
+    if (d->model != NB_VOCAB_SPM && d->model != NB_VOCAB_BPE)
+        return nb_fail(NB_ERR_UNSUPPORTED, "vocabulary: model %d, known are 0 (SPM) and 1 (BPE)", d->model);
     if (d->add_bos && d->bos_id < 0) return nb_fail(NB_ERR_FORMAT, "vocabulary: add_bos is set but there is no bos id");
     if (d->add_eos && d->eos_id < 0) return nb_fail(NB_ERR_FORMAT, "vocabulary: add_eos is set but there is no eos id");
     return NB_OK;
@@ -121,6 +124,21 @@ static const char *const eog_texts[] = {
     ("<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"), "[e~[",
 };
 
+/* Fill-in-the-middle markers llama.cpp's loader detects by text and makes control tokens; the
+ * last three (pad, repo, file separator) also end generation. */
+#define FW "\xef\xbd\x9c" /* U+FF5C, DeepSeek's bar */
+#define LB "\xe2\x96\x81" /* U+2581 */
+static const char *const fim_texts[] = {
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<" FW "fim" LB "begin" FW ">", "<PRE>", LB "<PRE>",
+    "<|code_prefix|>", "<|prefix|>", "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<" FW "fim" LB "hole" FW ">",
+    "<SUF>", LB "<SUF>", "<|code_suffix|>", "<|suffix|>", "<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+    "<" FW "fim" LB "end" FW ">", "<MID>", LB "<MID>", "<|code_middle|>", "<|middle|>",
+};
+static const char *const fim_eog_texts[] = {
+    "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+    "<REPO>", "<reponame>", "<|file_sep|>",
+};
+
 static int is_eog_text(const nb_tokenizer *t, const char *s) {
     int32_t id = find_cstr(t, s);
     return id >= 0 && (t->tok[id].attr & NB_TA_EOG);
@@ -135,6 +153,14 @@ static void mark_attributes(nb_tokenizer *t) {
     for (size_t i = 0; i < sizeof eog_texts / sizeof eog_texts[0]; i++) {
         int32_t id = find_cstr(t, eog_texts[i]);
         if (id >= 0) t->tok[id].attr |= NB_TA_EOG | NB_TA_HIDDEN;
+    }
+    for (size_t i = 0; i < sizeof fim_texts / sizeof fim_texts[0]; i++) {
+        int32_t id = find_cstr(t, fim_texts[i]);
+        if (id >= 0) t->tok[id].attr |= NB_TA_HIDDEN;
+    }
+    for (size_t i = 0; i < sizeof fim_eog_texts / sizeof fim_eog_texts[0]; i++) {
+        int32_t id = find_cstr(t, fim_eog_texts[i]);
+        if (id >= 0) t->tok[id].attr |= NB_TA_HIDDEN | NB_TA_EOG;
     }
     /* gpt-oss writes these as control tokens but they must always be rendered */
     static const char *const shown[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
@@ -157,6 +183,27 @@ static void mark_attributes(nb_tokenizer *t) {
         t->tok[s_end].type = NB_TOKEN_NORMAL;
         t->tok[s_end].attr = 0;
     }
+}
+
+/* Some name-keyed attributes of llama.cpp's loader (tokenizer.h). */
+static void mark_strips(nb_tokenizer *t, const char *name, const char *pre) {
+    char low[128] = "";
+    for (size_t i = 0; name && name[i] && i + 1 < sizeof low; i++)
+        low[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] + 32 : name[i]);
+    if (strstr(low, "phi-3") || strstr(low, "phi3")) {
+        for (int32_t i = 0; i < t->n; i++)
+            if (t->tok[i].attr & (NB_TA_HIDDEN | NB_TA_USER)) t->tok[i].attr |= NB_TA_RSTRIP;
+        int32_t id = find_cstr(t, "</s>");
+        if (id >= 0) t->tok[id].attr |= NB_TA_RSTRIP;
+        static const char *const keep[] = {"<unk>", "<s>", "<|endoftext|>"};
+        for (size_t k = 0; k < sizeof keep / sizeof keep[0]; k++)
+            if ((id = find_cstr(t, keep[k])) >= 0) t->tok[id].attr &= (uint8_t)~NB_TA_RSTRIP;
+    }
+    int32_t mask = pre && (!strcmp(pre, "jina-v2-de") || !strcmp(pre, "jina-v2-es") || !strcmp(pre, "jina-v2-code"))
+                       ? find_cstr(t, "<mask>")
+                   : strstr(low, "modern-bert") ? find_cstr(t, "[MASK]")
+                                                : -1;
+    if (mask >= 0) t->tok[mask].attr |= NB_TA_LSTRIP;
 }
 
 /* ------------------------------------------------------------ special-token trie */
@@ -258,13 +305,15 @@ nb_status nb_tokenizer_create(const nb_vocab_desc *d, nb_tokenizer **out) {
         if (t->tok[i].len) table_insert(t, i);
     }
     mark_attributes(t);
+    mark_strips(t, d->name, d->pre);
     static const char hex[] = "0123456789ABCDEF";
     for (int b = 0; b < 256; b++) {
         char name[6] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'}, raw = (char)b;
         int32_t id = nb_tok_lookup(t, name, 6);
         t->byte_tok[b] = id >= 0 ? id : nb_tok_lookup(t, &raw, 1);
     }
-    if ((s = build_specials(t))) {
+    t->model = d->model;
+    if ((s = build_specials(t)) || (t->model == NB_VOCAB_BPE && (s = nb_bpe_create(t, d)))) {
         nb_tokenizer_free(t);
         return s;
     }
@@ -278,6 +327,7 @@ void nb_tokenizer_free(nb_tokenizer *t) {
     free(t->slot);
     free(t->special);
     free(t->trie);
+    nb_bpe_free(t->bpe);
     free(t);
 }
 
@@ -305,6 +355,24 @@ static void put_piece(const nb_tokenizer *t, int32_t id, int special, sink *o) {
     if ((k->attr & NB_TA_HIDDEN) && !special) return;
     if (k->attr & (NB_TA_HIDDEN | NB_TA_USER)) {
         for (uint32_t i = 0; i < k->len; i++) put(o, k->text[i]);
+    } else if (k->type == NB_TOKEN_NORMAL && t->model == NB_VOCAB_BPE) {
+        const uint8_t *s = (const uint8_t *)k->text;
+        for (size_t i = 0; i < k->len;) {
+            char u[4];
+            uint32_t cp = nb_utf8_next(s, k->len, &i);
+            int b = nb_bpe_cp_byte(cp);
+            if (b >= 0) {
+                put(o, (char)b);
+                continue;
+            }
+            /* llama.cpp's marker for a character outside the mapping: its UTF-8, then the whole text */
+            static const char hex[] = "0123456789abcdef";
+            for (const char *m = "[UNK_BYTE_0x"; *m; m++) put(o, *m);
+            size_t n = nb_utf8_put(cp, u);
+            for (size_t j = 0; j < n; j++) put(o, hex[(uint8_t)u[j] >> 4]), put(o, hex[u[j] & 15]);
+            for (uint32_t j = 0; j < k->len; j++) put(o, k->text[j]);
+            put(o, ']');
+        }
     } else if (k->type == NB_TOKEN_NORMAL) {
         for (uint32_t i = 0; i < k->len; i++) {
             if (i + 2 < k->len && !memcmp(k->text + i, "\xe2\x96\x81", 3)) {
@@ -332,6 +400,32 @@ nb_status nb_token_to_piece(const nb_tokenizer *t, int32_t id, char *buf, size_t
     return NB_OK;
 }
 
+/* llama.cpp's clean_up_tokenization_spaces, its three passes in place; returns the new length. */
+static size_t clean_spaces(char *s, size_t n) {
+    size_t m = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++) { /* " ?" " !" " ." " ," */
+        char x = s[i];
+        if (s[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) m--;
+        s[m++] = x;
+    }
+    n = m, m = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++) { /* " ' " -> "'" */
+        char x = s[i];
+        if (x == '\'' && i + 1 < n && s[i - 1] == ' ' && s[i + 1] == ' ') m--, s[++i] = 0;
+        s[m++] = x;
+    }
+    n = m, m = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++) { /* " 's" " 'm" " 're" " 've" */
+        char x = s[i];
+        if (s[i - 1] == ' ' && x == '\'' && i + 1 < n) {
+            char x1 = s[i + 1], x2 = i + 2 < n ? s[i + 2] : 0;
+            if (x1 == 's' || x1 == 'm' || (x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e')) m--;
+        }
+        s[m++] = x;
+    }
+    return m;
+}
+
 nb_status nb_detokenize(const nb_tokenizer *t, const int32_t *ids, size_t n, int remove_special,
                         int unparse_special, char *buf, size_t cap, size_t *len) {
     if (!t || !len || (!ids && n) || (!buf && cap))
@@ -351,6 +445,7 @@ nb_status nb_detokenize(const nb_tokenizer *t, const int32_t *ids, size_t n, int
     }
     *len = o.len;
     if (o.len > cap) return nb_fail(NB_ERR_RANGE, "nb_detokenize: text needs %zu bytes, buffer has %zu", o.len, cap);
+    if (t->clean_spaces) *len = clean_spaces(buf, o.len);
     return NB_OK;
 }
 

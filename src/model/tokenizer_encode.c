@@ -1,6 +1,7 @@
 /*
- * tokenizer_encode.c: text -> token ids, the five steps of tokenizer.h. All scratch memory is
- * per call, so one tokenizer serves any number of threads.
+ * tokenizer_encode.c: text -> token ids: the special split and the SentencePiece merge of
+ * tokenizer.h (BPE fragments go to tokenizer_bpe.c). All scratch memory is per call, so one
+ * tokenizer serves any number of threads.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -43,18 +44,7 @@ typedef struct scratch {
     uint8_t *seen;
 } scratch;
 
-typedef struct out_ids {
-    int32_t *ids;
-    size_t cap, n;
-} out_ids;
-
-static void emit(out_ids *o, int32_t id) {
-    if (o->n < o->cap) o->ids[o->n] = id;
-    o->n++;
-}
-
-/* Grow *p to hold at least `need` elements of `elem` bytes. */
-static nb_status reserve(void **p, size_t *cap, size_t need, size_t elem) {
+nb_status nb_tok_reserve(void **p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return NB_OK;
     uint64_t n = *cap ? *cap : 64, bytes;
     while (n < need) n *= 2;
@@ -97,12 +87,14 @@ static int32_t present_specials(const nb_tokenizer *t, const char *text, size_t 
     return n;
 }
 
+static int is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
 /* Cuts every raw fragment at each leftmost non-overlapping occurrence of each present special, in
  * priority order, exactly as llama.cpp's partition does one token at a time. */
 static nb_status split_specials(const nb_tokenizer *t, const char *text, size_t len, int parse_special,
                                 scratch *w, size_t *n_frag) {
     nb_status s;
-    if ((s = reserve((void **)&w->fa, &w->fa_cap, 1, sizeof(frag)))) return s;
+    if ((s = nb_tok_reserve((void **)&w->fa, &w->fa_cap, 1, sizeof(frag)))) return s;
     w->fa[0] = (frag){0, len, -1};
     size_t n = 1;
     if (t->n_special == 0 || len == 0) {
@@ -121,7 +113,7 @@ static nb_status split_specials(const nb_tokenizer *t, const char *text, size_t 
             frag fr = w->fa[f];
             /* at most two fragments per occurrence plus the tail */
             size_t most = fr.id >= 0 ? 1 : 2 * (fr.len / k->len) + 1;
-            if ((s = reserve((void **)&w->fb, &w->fb_cap, m + most, sizeof(frag)))) return s;
+            if ((s = nb_tok_reserve((void **)&w->fb, &w->fb_cap, m + most, sizeof(frag)))) return s;
             if (fr.id >= 0) {
                 w->fb[m++] = fr;
                 continue;
@@ -133,10 +125,14 @@ static nb_status split_specials(const nb_tokenizer *t, const char *text, size_t 
                     w->fb[m++] = (frag){off, end - off, -1};
                     break;
                 }
-                size_t at = (size_t)(hit - text);
-                if (at > off) w->fb[m++] = (frag){off, at - off, -1};
+                size_t at = (size_t)(hit - text), left = at;
+                if (k->attr & NB_TA_LSTRIP)
+                    while (left > off && is_space(text[left - 1])) left--;
+                if (left > off) w->fb[m++] = (frag){off, left - off, -1};
                 w->fb[m++] = (frag){at, k->len, id};
                 off = at + k->len;
+                if (k->attr & NB_TA_RSTRIP)
+                    while (off < end && is_space(text[off])) off++;
             }
         }
         frag *tf = w->fa;
@@ -192,11 +188,11 @@ static void try_pair(const nb_tokenizer *t, scratch *w, int32_t left, int32_t ri
 
 /* Encodes one raw fragment (with an optional leading space) onto o. */
 static nb_status encode_raw(const nb_tokenizer *t, const char *text, size_t len, int space_prefix, scratch *w,
-                            out_ids *o) {
+                            nb_ids_out *o) {
     /* ' ' -> U+2581 (3 bytes); len <= NB_TOKENIZE_MAX_BYTES keeps 3 * len + 3 within int32 */
     size_t n_esc = 0;
     nb_status s;
-    if ((s = reserve((void **)&w->esc, &w->esc_cap, 3 * len + 3, 1))) return s;
+    if ((s = nb_tok_reserve((void **)&w->esc, &w->esc_cap, 3 * len + 3, 1))) return s;
     for (size_t i = 0; i < len + (size_t)!!space_prefix; i++) {
         char c = space_prefix ? (i == 0 ? ' ' : text[i - 1]) : text[i];
         if (c == ' ') {
@@ -206,8 +202,8 @@ static nb_status encode_raw(const nb_tokenizer *t, const char *text, size_t len,
             w->esc[n_esc++] = c;
         }
     }
-    if ((s = reserve((void **)&w->syms, &w->syms_cap, n_esc, sizeof(sym)))) return s;
-    if ((s = reserve((void **)&w->heap, &w->heap_cap, 3 * n_esc, sizeof(bigram)))) return s;
+    if ((s = nb_tok_reserve((void **)&w->syms, &w->syms_cap, n_esc, sizeof(sym)))) return s;
+    if ((s = nb_tok_reserve((void **)&w->heap, &w->heap_cap, 3 * n_esc, sizeof(bigram)))) return s;
     /* UTF-8 characters by the lead byte's high nibble, as llama.cpp: 0-B one byte, C-D two, E
      * three, F four, clipped at the end of the text */
     static const uint8_t utf8_len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
@@ -237,7 +233,7 @@ static nb_status encode_raw(const nb_tokenizer *t, const char *text, size_t len,
         const sym *y = &w->syms[i];
         int32_t id = nb_tok_lookup(t, w->esc + y->off, y->n);
         if (id >= 0) {
-            emit(o, id);
+            nb_ids_emit(o, id);
             continue;
         }
         for (uint32_t j = 0; j < y->n; j++) {
@@ -246,7 +242,7 @@ static nb_status encode_raw(const nb_tokenizer *t, const char *text, size_t len,
             if (b < 0)
                 return nb_fail(NB_ERR_UNSUPPORTED, "nb_tokenize: byte 0x%02X has no token and there is no unk token",
                                c);
-            emit(o, b);
+            nb_ids_emit(o, b);
         }
     }
     return NB_OK;
@@ -262,25 +258,28 @@ nb_status nb_tokenize(const nb_tokenizer *t, const char *text, size_t len, int a
     if (len > NB_TOKENIZE_MAX_BYTES)
         return nb_fail(NB_ERR_RANGE, "nb_tokenize: %zu bytes of text, limit %u", len, NB_TOKENIZE_MAX_BYTES);
     scratch w = {0};
-    out_ids o = {ids, cap, 0};
+    nb_ids_out o = {ids, cap, 0};
+    nb_bpe_scratch *bw = NULL;
     size_t n_frag = 0;
     nb_status s = split_specials(t, text, len, parse_special, &w, &n_frag);
     if (!s) {
-        if (add_special && t->add_bos) emit(&o, t->bos);
+        if (add_special && t->add_bos) nb_ids_emit(&o, t->bos);
         int prev_special = 1; /* the first raw fragment gets the space prefix, as after a special */
         for (size_t f = 0; f < n_frag && !s; f++) {
             const frag *fr = &w.fa[f];
             if (fr->id >= 0) {
-                emit(&o, fr->id);
+                nb_ids_emit(&o, fr->id);
                 prev_special = 1;
             } else {
-                s = encode_raw(t, text + fr->off, fr->len, t->add_space_prefix && prev_special, &w, &o);
+                s = t->bpe ? nb_bpe_encode(t, text + fr->off, fr->len, &bw, &o)
+                           : encode_raw(t, text + fr->off, fr->len, t->add_space_prefix && prev_special, &w, &o);
                 prev_special = 0;
             }
         }
-        if (!s && add_special && t->add_eos) emit(&o, t->eos);
+        if (!s && add_special && t->add_eos) nb_ids_emit(&o, t->eos);
     }
     free(w.fa), free(w.fb), free(w.esc), free(w.syms), free(w.heap), free(w.ranks), free(w.seen);
+    nb_bpe_scratch_free(bw);
     if (s) return s;
     *n_out = o.n;
     if (o.n > cap) return nb_fail(NB_ERR_RANGE, "nb_tokenize: %zu token%s, buffer holds %zu", o.n, nb_plural((long long)o.n), cap);

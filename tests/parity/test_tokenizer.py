@@ -50,7 +50,12 @@ class Nibble:
         n = ctypes.c_size_t()
         cap = len(text) + 8
         ids = (ctypes.c_int32 * cap)()
-        self.check(self.L.nb_tokenize(self.t, text, len(text), add_special, parse_special, ids, cap, ctypes.byref(n)))
+        st = self.L.nb_tokenize(self.t, text, len(text), add_special, parse_special, ids, cap, ctypes.byref(n))
+        if st == 7:  # NB_ERR_RANGE: more ids than bytes (BPE reads a bad byte as U+FFFD, three bytes)
+            cap = n.value
+            ids = (ctypes.c_int32 * cap)()
+            st = self.L.nb_tokenize(self.t, text, len(text), add_special, parse_special, ids, cap, ctypes.byref(n))
+        self.check(st)
         return list(ids[:n.value])
 
     def detokenize(self, ids, remove_special, unparse_special):
@@ -93,6 +98,9 @@ class Reference:
 
     def piece(self, tid, special, buf=ctypes.create_string_buffer(256)):
         n = self.lc.llama_token_to_piece(self.vocab, tid, buf, len(buf), 0, special)
+        if n < 0:  # -n bytes needed
+            buf = ctypes.create_string_buffer(-n)
+            n = self.lc.llama_token_to_piece(self.vocab, tid, buf, len(buf), 0, special)
         assert n >= 0
         return buf.raw[:n]
 
