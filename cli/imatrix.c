@@ -68,7 +68,7 @@ int cmd_imatrix(int argc, char **argv) {
         rc = CLI_USAGE;
         goto done;
     }
-    size_t n_ids = 0, cap = len + 2;
+    size_t n_ids = 0, cap = NB_TOKENIZE_MAX_IDS(len);
     const nb_tokenizer *tok = nb_model_tokenizer(m);
     if (!(ids = malloc(cap * sizeof *ids))) {
         rc = arg_error("out of memory for %zu token ids", cap);

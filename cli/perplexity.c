@@ -157,7 +157,7 @@ static int tokenize_file(const nb_model *m, const char *path, int32_t **ids, siz
     char *text = arg_read_file(path, &len);
     if (!text) return 0;
     const nb_tokenizer *tok = nb_model_tokenizer(m);
-    size_t cap = len + 4; /* at most one token per byte, plus BOS, EOS and a space prefix */
+    size_t cap = NB_TOKENIZE_MAX_IDS(len);
     nb_status s = NB_ERR_NOMEM;
     if ((*ids = malloc(sizeof(int32_t) * cap))) s = nb_tokenize(tok, text, len, 1, 0, *ids, cap, n);
     free(text);

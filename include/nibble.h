@@ -428,6 +428,9 @@ NB_API void nb_tokenizer_free(nb_tokenizer *t);
  * U+FFFD and may give three. */
 NB_API nb_status nb_tokenize(const nb_tokenizer *t, const char *text, size_t len, int add_special,
                              int parse_special, int32_t *ids, size_t cap, size_t *n_out);
+/* Ids nb_tokenize can write for len bytes: enough room never to see NB_ERR_RANGE (three per byte,
+ * plus BOS, EOS and a space prefix). */
+#define NB_TOKENIZE_MAX_IDS(len) (3 * (size_t)(len) + 4)
 
 /* The bytes a token stands for: U+2581 becomes ' ' (SPM), GPT-2 characters their bytes (BPE),
  * <0xHH> the byte HH; control and unknown tokens give "" unless `special`; unused and undefined
