@@ -8,9 +8,14 @@ tokenizer.* key of llama.cpp's vocab GGUFs (models/ggml-vocab-*.gguf) or, for ge
 default model (models/gemma-3-270m-q4_k_m.gguf), plus the family's chat template from the tree's
 models/templates/ where it has one. Only the weights are made up (numpy, fixed seed per tensor name):
 
-  matrices  N(0, 1/sqrt(n_in)), F16       token_embd / output  N(0, EMBED_STD), F16 (logits of
-  norms     1 + N(0, 0.1), F32            std ~ 4, so the top token wins by a margin; the parity
-  biases    N(0, 0.05), F32               test prints the margins it sees)
+  matrices            N(0, 1/sqrt(n_in)), F16     norms        1 + N(0, 0.1), F32
+  token_embd, output  N(0, 1/sqrt(n_embd)), F16   biases       N(0, 0.05), F32
+  output_norm         OUT_NORM * (1 + N(0, 0.1)), so the logits' std is about OUT_NORM (3): the top
+                      token wins by a margin (the parity test prints the margins it sees)
+As in the real Gemma 3 270M (token_embd std 0.040 = 1/sqrt(640), output_norm mean 26), the scale of
+the logits sits in output_norm, not in the embedding: a large embedding would dominate the residual
+stream and every position would predict its own input token by a margin of ~30 logits, making the
+distributions one-hot and KL blind.
 
 Families (file stem) and what sets each apart:
   gemma3   q/k RMSNorm, post-attention / post-FFN norms, 5 local : 1 global layers, tied output
@@ -52,9 +57,9 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "build", "families")
-VERSION = 1          # bump when the weights or the layout below change
+VERSION = 2          # bump when the weights or the layout below change
 SEED = 20261201
-EMBED_STD = 0.25     # token_embd and output.weight; with n_embd 256 the logits' std is ~4
+OUT_NORM = 3.0       # output_norm's scale = the logits' standard deviation
 VARIANTS = ("f16", "q4_k_m", "mxfp4", "nvfp4")
 
 # Real hyperparameters of the named models (their HF config.json), and small test shapes of the
@@ -289,7 +294,7 @@ def tensor_plan(family, s, n_vocab):
         plan.append((b + "ffn_down.weight", (e, ff), "matrix"))
         if family in ("gemma2", "gemma3"):
             plan.append((b + "post_ffw_norm.weight", (e,), "norm"))
-    plan.append(("output_norm.weight", (e,), "norm"))
+    plan.append(("output_norm.weight", (e,), "out_norm"))
     if family in ("llama2", "phi3"):  # the others tie the output to token_embd
         plan.append(("output.weight", (n_vocab, e), "embed"))
     return plan
@@ -300,7 +305,9 @@ def make_tensor(family, s, name, shape, kind):
     if kind == "matrix":
         return (rng.standard_normal(shape, dtype=np.float32) / np.sqrt(shape[1])).astype(np.float16)
     if kind == "embed":
-        return (rng.standard_normal(shape, dtype=np.float32) * EMBED_STD).astype(np.float16)
+        return (rng.standard_normal(shape, dtype=np.float32) / np.sqrt(shape[1])).astype(np.float16)
+    if kind == "out_norm":
+        return (OUT_NORM * (1 + 0.1 * rng.standard_normal(shape, dtype=np.float32))).astype(np.float32)
     if kind == "norm":
         return (1 + 0.1 * rng.standard_normal(shape, dtype=np.float32)).astype(np.float32)
     if kind == "bias":
@@ -397,7 +404,7 @@ def fingerprint(family, shape_name, variant):
     """What a file depends on: this script's VERSION, seed and shapes, the vocabulary file, the recipe."""
     vsrc = vocab_source(family)
     st = os.stat(vsrc)
-    spec = dict(v=VERSION, seed=SEED, std=EMBED_STD, family=family, shape=SHAPES[family][shape_name],
+    spec = dict(v=VERSION, seed=SEED, out_norm=OUT_NORM, family=family, shape=SHAPES[family][shape_name],
                 variant=variant, vocab=[os.path.basename(vsrc), st.st_size], tpl=TEMPLATE.get(family))
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
