@@ -31,9 +31,9 @@ Shapes: `small` (tests; n_embd 256, 4-6 layers, full real vocabulary, seconds to
 `realistic` (benchmarks; the published HF config of the model named beside each in SHAPES).
 Variants per file: f16 (F32 norms + F16 matrices, the source), q4_k_m (llama.cpp's own quantizer,
 llama_model_quantize with LLAMA_FTYPE_MOSTLY_Q4_K_M), mxfp4 and nvfp4 (`build/nibble quantize IN OUT
-mxfp4|nvfp4`, every weight). With --bad (default for small) three broken copies of the q4_k_m file
+mxfp4|nvfp4`, every weight). Unless --no-bad, three broken copies of the small q4_k_m file
 per family, for the refusal checks: bad-heads (head_count 4097), bad-missing (a required tensor
-dropped), bad-shape (a tensor with a wrong shape); BAD says which key / tensor.
+dropped), bad-shape (a tensor 32 rows short, or half of a vector of <= 64 elements); BAD says which.
 
 Output: build/families/ (ignored), names FAMILY-SHAPE-VARIANT.gguf. Idempotent: manifest.json
 there records a hash of everything a file depends on; a file whose hash matches is skipped.
@@ -368,8 +368,8 @@ def quantize(src, dst, variant, threads=2):
 
 
 def rewrite(src, dst, set_kv=None, drop=None, shrink=None):
-    """A copy of src with one key changed, one tensor dropped or one tensor's last 32 rows
-    (elements, for a vector) cut; tensor data copied as bytes."""
+    """A copy of src with one key changed, one tensor dropped or one tensor's last rows (elements,
+    for a vector) cut; tensor data copied as bytes."""
     import gguf
     kv, tensors, data0 = read_gguf(src)
     arch = next(v for k, v, _, _ in kv if k == "general.architecture").decode()
@@ -383,8 +383,8 @@ def rewrite(src, dst, set_kv=None, drop=None, shrink=None):
             continue
         bs, ts = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(t)]
         nbytes = int(np.prod(ne)) // bs * ts
-        if name == shrink:
-            ne = ne[:-1] + [ne[-1] - 32]
+        if name == shrink:  # 32 rows (elements) fewer; half of a vector of <= 64 (phi3's 32 factors)
+            ne = ne[:-1] + [ne[-1] - (32 if ne[-1] > 64 else ne[-1] // 2)]
             nbytes = int(np.prod(ne)) // bs * ts  # rows (or elements) are contiguous: keep the first ones
         w.add_tensor_info(name, list(reversed(ne)), np.dtype(np.float32), nbytes, raw_dtype=gguf.GGMLQuantizationType(t))
         keep.append((o, nbytes))
@@ -406,6 +406,8 @@ def fingerprint(family, shape_name, variant):
     st = os.stat(vsrc)
     spec = dict(v=VERSION, seed=SEED, out_norm=OUT_NORM, family=family, shape=SHAPES[family][shape_name],
                 variant=variant, vocab=[os.path.basename(vsrc), st.st_size], tpl=TEMPLATE.get(family))
+    if variant.startswith("bad"):
+        spec.update(bad=BAD[family], heads=BAD_HEADS, rule=2)  # rule: bump when rewrite()'s cuts change
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
