@@ -62,9 +62,11 @@ def llama_run(path, seqs, prompt, n_ctx):
     return out, greedy
 
 
-def nibble_run(path, seqs, prompt, n_ctx):
+def nibble_run(path, seqs, prompt, n_ctx, n_vocab):
     nb = Model(path, n_ctx=n_ctx, n_threads=2)
     try:
+        if nb.n_vocab != n_vocab:  # nb_model_info out of step with nbctypes.ModelInfo, or a misread
+            raise RuntimeError(f"nibble reports n_vocab {nb.n_vocab}, llama.cpp {n_vocab}")
         out = []
         for toks in seqs:
             nb.reset()
@@ -100,7 +102,7 @@ def parity(family, variant, n_ctx, path, seqs, prompt):
           f"logit std {R.std(axis=1).mean():.2f}")
     T.check(np.isfinite(R).all() and margin.mean() > 0, f"{label}: llama.cpp runs the file", "finite, not flat")
     try:
-        mine, got = nibble_run(path, seqs, prompt, n_ctx)
+        mine, got = nibble_run(path, seqs, prompt, n_ctx, R.shape[1])
     except RuntimeError as e:
         T.check(False, f"{label}: nibble runs it", str(e))
         return
