@@ -114,12 +114,13 @@ TINYLLAMA_TEMPLATE = ("{% for message in messages %}\n{% if message['role'] == '
                       "message['content'] + eos_token }}\n{% elif message['role'] == 'assistant' %}\n"
                       "{{ '<|assistant|>\n'  + message['content'] + eos_token }}\n{% endif %}\n"
                       "{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}")
-# The broken copies: (what, key or tensor it names). bad-shape drops the last 32 rows / elements.
+# The broken copies: the tensor each drops (one llama.cpp requires too: not output.weight, which
+# falls back to token_embd) or cuts short (rewrite(): 32 rows, or half of a vector of <= 64).
 BAD = {
     "gemma3": {"missing": "blk.1.attn_q_norm.weight", "shape": "blk.0.attn_k_norm.weight"},
     "gemma2": {"missing": "blk.1.post_ffw_norm.weight", "shape": "blk.0.attn_k.weight"},
     "llama3": {"missing": "blk.1.ffn_gate.weight", "shape": "rope_freqs.weight"},
-    "llama2": {"missing": "output.weight", "shape": "blk.0.ffn_up.weight"},
+    "llama2": {"missing": "blk.1.attn_v.weight", "shape": "blk.0.ffn_up.weight"},
     "qwen2": {"missing": "blk.1.ffn_down.weight", "shape": "blk.0.attn_q.bias"},
     "qwen3": {"missing": "blk.1.attn_k_norm.weight", "shape": "blk.0.attn_q_norm.weight"},
     "phi3": {"missing": "blk.1.attn_qkv.weight", "shape": "rope_factors_short.weight"},
@@ -449,6 +450,7 @@ def ensure(families=None, shapes=("small",), variants=VARIANTS, bad=True, force=
                     rewrite(q4, p, shrink=BAD[family]["shape"])
                 else:
                     quantize(path_of(family, shape_name, "f16", out), p, variant)
+                manifest = json.load(open(man_path)) if os.path.exists(man_path) else {}  # another run's too
                 manifest[os.path.basename(p)] = fp
                 with open(man_path + ".tmp", "w") as fh:
                     json.dump(manifest, fh, indent=1, sort_keys=True)
