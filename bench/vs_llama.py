@@ -4,8 +4,12 @@ For each engine and run, a fresh process: load the model, evaluate a prompt of P
 (prefill, "ppP"), then generate G tokens greedily one at a time ("tgG"), ignoring end-of-sequence.
 Prints tokens/s (median, min..max over runs), the nibble/llama.cpp ratio, time to first token
 (prefill plus the first sampled token) and peak resident memory of the process (both processes
-carry the same Python + numpy overhead). Usage:
+carry the same Python + numpy overhead). Any GGUF both engines load will do: the prompt is the
+model's BOS token and random ids of its own vocabulary (read once by llama.cpp's vocab-only load).
+Usage:
   build/venv/bin/python bench/vs_llama.py [-m MODEL] [-t 1,2] [-p 512] [-n 128] [-r 5] [-o md|json]
+The families' random-weight files (tests/parity/make_family_models.py --shape realistic --variants
+q4_k_m) are benchmarked the same way: -m build/families/qwen3-realistic-q4_k_m.gguf.
 """
 import argparse
 import json
@@ -19,11 +23,19 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def child(engine, model, threads, n_prompt, n_gen):
+def vocab(model):
+    """(n_vocab, BOS id) of the model, from llama.cpp's vocab-only load."""
+    import llama_cpp as L
+    llm = L.Llama(model_path=model, vocab_only=True, verbose=False)
+    return llm.n_vocab(), llm.token_bos()
+
+
+def child(engine, model, threads, n_prompt, n_gen, n_vocab, bos):
     """Runs in a fresh process; prints one JSON line."""
     import numpy as np
     rng = np.random.default_rng(1234)
-    prompt = [2] + [int(t) for t in rng.integers(1000, 200000, n_prompt - 1)]
+    # ids 1000 .. 200000 (for Gemma's 262144-token vocabulary, the same prompt as before families)
+    prompt = [bos] + [int(t) for t in rng.integers(min(1000, n_vocab // 8), min(200000, n_vocab - 256), n_prompt - 1)]
     t0 = time.perf_counter()
     if engine == "nibble":
         sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
@@ -56,7 +68,10 @@ def child(engine, model, threads, n_prompt, n_gen):
 
 def run_child(engine, a, threads):
     out = subprocess.run([sys.executable, __file__, "--child", engine, "-m", a.model, "-t", str(threads),
-                          "-p", str(a.prompt), "-n", str(a.gen)], capture_output=True, text=True, check=True)
+                          "-p", str(a.prompt), "-n", str(a.gen), "--vocab", f"{a.n_vocab},{a.bos}"],
+                         capture_output=True, text=True)
+    if out.returncode != 0:  # e.g. an engine refusing the file: say why
+        sys.exit(f"{engine} on {a.model}: {(out.stderr.strip().splitlines() or ['exit %d' % out.returncode])[-1]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -73,13 +88,16 @@ def main():
     ap.add_argument("-n", "--gen", type=int, default=128)
     ap.add_argument("-r", "--reps", type=int, default=5)
     ap.add_argument("-o", "--output", default="md", choices=["md", "json"])
+    ap.add_argument("--vocab", help=argparse.SUPPRESS)  # n_vocab,bos: the parent tells its children
     a = ap.parse_args()
     if not a.model:
         a.model = subprocess.run(["bash", os.path.join(ROOT, "scripts/fetch-model.sh")], check=True,
                                  capture_output=True, text=True).stdout.strip().splitlines()[-1]
     if a.child:
-        child(a.child, a.model, int(a.threads), a.prompt, a.gen)
+        n_vocab, bos = (int(x) for x in a.vocab.split(","))
+        child(a.child, a.model, int(a.threads), a.prompt, a.gen, n_vocab, bos)
         return
+    a.n_vocab, a.bos = vocab(a.model)
     rows = []
     for threads in [int(t) for t in a.threads.split(",")]:
         res = {"nibble": [], "llama.cpp": []}

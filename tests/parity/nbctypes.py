@@ -10,12 +10,23 @@ class CtxParams(ctypes.Structure):
                 ("n_threads", ctypes.c_int), ("pool", ctypes.c_void_p)]
 
 
+class ModelInfo(ctypes.Structure):
+    """nb_model_info (include/nibble.h), field for field."""
+    _fields_ = [("arch", ctypes.c_char * 32), ("name", ctypes.c_char * 96)] + \
+        [(f, ctypes.c_int) for f in ("n_layer", "n_embd", "n_ff", "n_head", "n_head_kv", "head_dim", "n_vocab",
+                                     "n_ctx_train", "sliding_window", "n_sliding")] + \
+        [("rope_base", ctypes.c_float), ("rope_base_local", ctypes.c_float), ("rms_eps", ctypes.c_float),
+         ("weight_bytes", ctypes.c_uint64)]
+
+
 def load_lib():
     build = os.environ.get("NB_BUILD", "build")
     lib = ctypes.CDLL(os.path.join(build, "libnibble.so"))
     lib.nb_last_error.restype = ctypes.c_char_p
     lib.nb_model_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
     lib.nb_model_free.argtypes = [ctypes.c_void_p]
+    lib.nb_model_get_info.argtypes = [ctypes.c_void_p]
+    lib.nb_model_get_info.restype = ctypes.POINTER(ModelInfo)
     lib.nb_ctx_default_params.restype = CtxParams
     lib.nb_ctx_create.argtypes = [ctypes.c_void_p, ctypes.POINTER(CtxParams), ctypes.POINTER(ctypes.c_void_p)]
     lib.nb_ctx_free.argtypes = [ctypes.c_void_p]
@@ -62,7 +73,8 @@ class Model:
         p.n_ctx, p.n_threads, p.kv_f32 = n_ctx, n_threads, int(kv_f32)
         self.c = ctypes.c_void_p()
         self._check(self.lib.nb_ctx_create(self.m, ctypes.byref(p), ctypes.byref(self.c)), "context")
-        self.n_vocab = 262144
+        self.info = self.lib.nb_model_get_info(self.m).contents
+        self.n_vocab = self.info.n_vocab
 
     def _check(self, status, what):
         if status != 0:
