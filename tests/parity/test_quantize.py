@@ -4,7 +4,10 @@
      written here with the gguf package (2 layers, a 512-token SentencePiece vocabulary): model A
      is F32 with n_embd 256 and ffn rows of 640 (Q4_K/Q6_K fall back to Q5_0/Q8_0 there), model B is
      F16 with n_embd 320 (every row falls back, the tied embedding takes Q8_0);
-  2. nibble's q8_0 / q4_0 / q4_k_m / mxfp4 / nvfp4 of the real Gemma 3 270M (when models/ has it)
+  2. the same recipes plus mxfp4 (llama.cpp's MXFP4_MOE with --pure: every weight MXFP4) on the
+     small F16 file of every family tests/parity/make_family_models.py writes (llama.cpp's names
+     and shapes per architecture: fused q|k|v, biases, q/k norms, RoPE factor tensors);
+  3. nibble's q8_0 / q4_0 / q4_k_m / mxfp4 / nvfp4 of the real Gemma 3 270M (when models/ has it)
      load in llama_cpp.Llama, give greedy text made of words, and give the same next-token
      distributions in llama.cpp as in nibble within the runtime parity bounds (384 positions).
 Prints `N passed, N failed` last; exits non-zero on any failure.
@@ -24,6 +27,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from nbctypes import Model, kl_rows, llama_logits  # noqa: E402
 from tally import Tally  # noqa: E402
 from test_runtime import N_POS, TEXTS  # noqa: E402
+import make_family_models as fam  # noqa: E402
 
 BUILD = os.environ.get('NB_BUILD', 'build')
 NIBBLE = os.path.join(BUILD, 'nibble')
@@ -117,9 +121,10 @@ def write_model(path, n_embd, n_ff, dtype, seed):
     w.close()
 
 
-def llama_quantize(src, dst, ftype, threads=2):
+def llama_quantize(src, dst, ftype, threads=2, pure=False):
     p = llama_cpp.llama_model_quantize_default_params()
     p.ftype = ftype
+    p.pure = pure
     p.nthread = threads
     p.allow_requantize = True
     return llama_cpp.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(p))
@@ -152,6 +157,25 @@ def byte_parity(tmp):
                 continue
             a, b = open(ll, 'rb').read(), open(nb, 'rb').read()
             T.check(a == b, '%s %s: files differ: %s' % (name, recipe, first_difference(a, b)))
+
+
+def family_parity(tmp):
+    """Every family's small F16 file: nibble's q8_0 / q4_0 / q4_k_m / mxfp4 byte for byte as llama.cpp's."""
+    paths, _ = fam.ensure(variants=("f16",), bad=False, log=lambda *a: None)
+    recipes = dict(FTYPES, mxfp4=llama_cpp.LLAMA_FTYPE_MOSTLY_MXFP4_MOE)
+    for (family, _, _), src in sorted(paths.items()):
+        same = 0
+        for recipe, ftype in recipes.items():
+            ll, nb = os.path.join(tmp, 'll.gguf'), os.path.join(tmp, 'nb.gguf')
+            rc = llama_quantize(src, ll, ftype, pure=recipe == 'mxfp4')
+            ok = rc == 0 and nibble_quantize(src, nb, recipe) == 0
+            T.check(ok, '%s %s: quantize failed (llama.cpp returned %d)' % (family, recipe, rc))
+            if not ok:
+                continue
+            a, b = open(ll, 'rb').read(), open(nb, 'rb').read()
+            T.check(a == b, '%s %s: files differ: %s' % (family, recipe, first_difference(a, b)))
+            same += a == b
+        print('%-7s %d of %d recipes byte-identical to llama.cpp\'s' % (family, same, len(recipes)))
 
 
 def runs_in_llama(tmp):
@@ -208,6 +232,7 @@ def main():
     llama_cpp.llama_log_set(QUIET, ctypes.c_void_p())
     with tempfile.TemporaryDirectory() as tmp:
         byte_parity(tmp)
+        family_parity(tmp)
         runs_in_llama(tmp)
     return T.summary()
 
