@@ -104,7 +104,7 @@ nb_ctx_params nb_ctx_default_params(void) {
 /* Where everything of a context goes: the KV cache (K, then V) and the activation arena after it,
  * one mapping of `total` bytes. nb_ctx_create allocates exactly this and nb_ctx_estimate reports
  * it; the parameters are checked here. */
-enum { BUF_X, BUF_H, BUF_Q, BUF_K, BUF_V, BUF_ATT, BUF_O, BUF_G, BUF_U, BUF_T, BUF_SCORES, N_BUFS };
+enum { N_BUFS = 11 }; /* x, h, q, k, v, att, o, g, u, t, scores */
 typedef struct ctx_layout {
     int n_ctx, n_batch, n_cells, kv_type;
     size_t kv_row_bytes, cache;  /* one head row; one of K or V */
