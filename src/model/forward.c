@@ -44,15 +44,41 @@ static void rmsnorm(float *y, const float *x, const float *w, int n, float eps) 
     for (int i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
 
+/* How a layer rotates (qk_prepare fills it per layer). */
+typedef struct rope_par {
+    int n_rot;
+    float base, freq_scale, mscale, ext; /* ext: YaRN's ext_factor, 0 off */
+    float corr[2];                       /* YaRN: the dimensions its ramp runs between */
+    const float *ff;                     /* frequency factors or NULL */
+} rope_par;
+
+/* ggml_rope_yarn_corr_dims: the dimensions whose wavelength fits beta_fast (32) and beta_slow (1)
+ * times into the original context, floored / ceiled into [0, n_rot - 1]. */
+static void yarn_corr_dims(rope_par *r, int n_ctx_orig) {
+    const float beta[2] = {32.0f, 1.0f};
+    for (int k = 0; k < 2; k++) {
+        const float d = (float)r->n_rot * logf((float)n_ctx_orig / (beta[k] * 2 * (float)M_PI)) / (2 * logf(r->base));
+        r->corr[k] = k ? fminf((float)(r->n_rot - 1), ceilf(d)) : fmaxf(0.0f, floorf(d));
+    }
+}
+
 /* Rotation angles of a position as ggml's rope cache holds them: theta_i = pos * base^(-2i/n_rot)
- * by repeated multiplication in float, divided by the factor ff[i] when there are factors, times
- * freq_scale; cs[2i] = cos * mscale, cs[2i+1] = sin * mscale. */
-static void rope_angles(float *cs, int n_rot, int pos, float base, float freq_scale, const float *ff, float mscale) {
-    const float step = powf(base, -2.0f / (float)n_rot);
+ * by repeated multiplication in float, divided by the factor ff[i] when there are factors
+ * (extrapolated), times freq_scale (interpolated); YaRN mixes the two by its ramp and grows the
+ * magnitude. cs[2i] = cos * mscale, cs[2i+1] = sin * mscale. */
+static void rope_angles(float *cs, const rope_par *r, int pos) {
+    const float step = powf(r->base, -2.0f / (float)r->n_rot);
     float theta = (float)pos;
-    for (int i = 0; i < n_rot / 2; i++) {
-        const float t = freq_scale * (ff ? theta / ff[i] : theta);
-        cs[2 * i] = cosf(t) * mscale, cs[2 * i + 1] = sinf(t) * mscale;
+    for (int i = 0; i < r->n_rot / 2; i++) {
+        const float extrap = r->ff ? theta / r->ff[i] : theta, interp = r->freq_scale * extrap;
+        float t = interp, ms = r->mscale;
+        if (r->ext) {
+            const float y = ((float)i - r->corr[0]) / fmaxf(0.001f, r->corr[1] - r->corr[0]);
+            const float mix = (1 - fminf(1, fmaxf(0, y))) * r->ext;
+            t = fmaf(interp, 1 - mix, extrap * mix);
+            ms *= fmaf(0.1f, logf(1.0f / r->freq_scale), 1.0f);
+        }
+        cs[2 * i] = cosf(t) * ms, cs[2 * i + 1] = sinf(t) * ms;
         theta *= step;
     }
 }
@@ -242,14 +268,16 @@ static void qk_prepare(void *arg, int64_t t0, int64_t t1) {
     const nb_arch *a = &m->arch;
     const nb_layer *L = &m->layers[b->il];
     const int D = in->head_dim, HQ = in->n_head, HK = in->n_head_kv;
-    const float base = L->sliding ? in->rope_base_local : in->rope_base;
-    const float fscale = L->sliding ? a->rope_freq_scale_local : a->rope_freq_scale;
-    const float *ff = c->long_rope ? L->rope_long : L->rope_factors;
+    rope_par r = {.n_rot = in->n_rot, .base = L->sliding ? in->rope_base_local : in->rope_base,
+                  .freq_scale = L->sliding ? a->rope_freq_scale_local : a->rope_freq_scale,
+                  .mscale = a->rope_attn_factor, .ext = a->rope_ext_factor,
+                  .ff = c->long_rope ? L->rope_long : L->rope_factors};
+    if (r.ext) yarn_corr_dims(&r, a->n_ctx_orig);
     float cs[NB_MAX_HEAD_DIM]; /* the position's angles, shared by its heads */
     for (int64_t t = t0; t < t1; t++) {
         const int pos = b->pos0 + (int)t;
         float *q = c->q + t * HQ * D, *k = c->k + t * HK * D, *v = c->v + t * HK * D;
-        rope_angles(cs, in->n_rot, pos, base, fscale, ff, a->rope_attn_factor);
+        rope_angles(cs, &r, pos);
         for (int h = 0; h < HQ; h++) {
             if (L->q_norm) rmsnorm(q + h * D, q + h * D, L->q_norm, D, in->rms_eps);
             rope(q + h * D, in->n_rot, cs, a->rope);

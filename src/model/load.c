@@ -135,18 +135,25 @@ static nb_status load_shared(nb_model *m) {
         return meta_fail(s, m->gguf, key, NB_GGUF_STRING);
     float factor = 1.0f;
     if ((s = nb_load_f32_opt(m, "rope.scaling.factor", &factor))) return s;
+    const int yarn = !strcmp(type, "yarn");
     if (!strcmp(type, "none")) factor = 1.0f;
-    else if (strcmp(type, "linear") && strcmp(type, "longrope"))
-        return nb_fail(NB_ERR_UNSUPPORTED, "model: metadata '%s' = '%.32s': nibble runs none, linear and longrope",
+    else if (strcmp(type, "linear") && strcmp(type, "longrope") && !yarn)
+        return nb_fail(NB_ERR_UNSUPPORTED, "model: metadata '%s' = '%.32s': nibble runs none, linear, yarn and longrope",
                        key, type);
     snprintf(in->rope_scaling, sizeof in->rope_scaling, "%s",
-             !strcmp(type, "longrope") ? type : factor != 1.0f ? "linear" : "none");
-    m->arch.rope_freq_scale = m->arch.rope_freq_scale_local = 1.0f / factor;
-    m->arch.rope_attn_factor = 1.0f;
-    m->arch.n_ctx_orig = in->n_ctx_train;
-    if ((s = nb_load_f32_opt(m, "rope.scaling.attn_factor", &m->arch.rope_attn_factor)) ||
-        (s = nb_load_int_opt(m, "rope.scaling.original_context_length", 1, 1 << 24, &m->arch.n_ctx_orig)))
+             yarn || !strcmp(type, "longrope") ? type : factor != 1.0f ? "linear" : "none");
+    nb_arch *a = &m->arch;
+    a->rope_freq_scale = a->rope_freq_scale_local = 1.0f / factor;
+    a->rope_attn_factor = 1.0f;
+    a->n_ctx_orig = in->n_ctx_train;
+    if ((s = nb_load_f32_opt(m, "rope.scaling.attn_factor", &a->rope_attn_factor)) ||
+        (s = nb_load_int_opt(m, "rope.scaling.original_context_length", 1, 1 << 24, &a->n_ctx_orig)))
         return s;
+    if (yarn) { /* llama.cpp's context: its YaRN magnitude, cancelled by the one rope_yarn applies */
+        a->rope_ext_factor = 1.0f;
+        const float mscale = factor <= 1.0f ? 1.0f : fmaf(0.1f, logf(factor), 1.0f);
+        a->rope_attn_factor *= mscale * (1.0f / fmaf(0.1f, logf(factor), 1.0f));
+    }
     m->arch.attn_scale = 1.0f / sqrtf((float)in->head_dim);
     m->arch.embd_scale = 1.0f;
     return NB_OK;

@@ -61,8 +61,10 @@ typedef struct nb_arch {
     float attn_softcap;   /* scores = cap * tanh(scores / cap) before the softmax; 0: none */
     float final_softcap;  /* the same on the logits */
     float rope_freq_scale, rope_freq_scale_local; /* angle factor (1 / rope.scaling.factor) */
-    float rope_attn_factor; /* cos and sin multiplied by it (rope.scaling.attn_factor) */
-    int n_ctx_orig;       /* rope.scaling.original_context_length: a longer context takes rope_long */
+    float rope_attn_factor; /* cos and sin multiplied by it (rope.scaling.attn_factor; YaRN's mscale) */
+    float rope_ext_factor;  /* YaRN: 1 mixes interpolated and extrapolated angles per dimension; 0: off */
+    int n_ctx_orig;       /* rope.scaling.original_context_length: YaRN's ramp; a longer context
+                           * takes rope_long */
 } nb_arch;
 
 struct nb_model {
