@@ -26,10 +26,13 @@ static inline uint8_t nb_e2m1_round(double v, int rule, int *tie) {
     static const double mid[7] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0};
     const double a = fabs(v);
     int i = (a > mid[0]) + (a > mid[1]) + (a > mid[2]) + (a > mid[3]) + (a > mid[4]) + (a > mid[5]) + (a > mid[6]);
-    const int t = i < 7 && a == mid[i]; /* a tie leaves i at the lower neighbour */
-    if (t && (i & 1) && !(rule & NB_E2M1_TIES_LOW)) i++;
-    if (tie) *tie = t;
-    const int neg = rule & NB_E2M1_SIGNED_ZERO ? signbit(v) != 0 : v < 0 && i;
+    if (tie || !(rule & NB_E2M1_TIES_LOW)) {
+        const int t = i < 7 && a == mid[i]; /* a tie leaves i at the lower neighbour */
+        if (tie) *tie = t;
+        if (t && (i & 1) && !(rule & NB_E2M1_TIES_LOW)) i++;
+    }
+    /* & rather than &&: the sign of random data must not become a branch */
+    const int neg = rule & NB_E2M1_SIGNED_ZERO ? signbit(v) != 0 : (v < 0) & (i > 0);
     return (uint8_t)(i | neg << 3);
 }
 
