@@ -60,7 +60,7 @@ static void stream_part(void *ctx, int64_t b, int64_t e) {
 
 /* Large buffers in 2 MiB pages where the kernel allows (madvise mode included), as the model's
  * weights come after nb_gguf_open's hint: the stream and the GEMV matrices then see the same TLB
- * as decode. (With 4 KiB pages one core streamed 26 GB/s here instead of 30.) */
+ * as decode (docs/BENCHMARKS.md, "Kernels", gives the 4 KiB figure). */
 static void *big_alloc(size_t bytes) {
     void *p = NULL;
     if (posix_memalign(&p, (size_t)2 << 20, bytes)) return NULL;

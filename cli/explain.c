@@ -4,7 +4,7 @@
  *
  *   nibble explain e2m1|int4|uint4|e8m0|e4m3|ue4m3|fp16|bf16|fp32 CODE   one code: fields, rule, value
  *   nibble explain bits CODE                        the same bits read by every format, side by side
- *   nibble explain q4_k|q5_k|q6_k|q4_0|q5_0|q8_0|mxfp4|nvfp4 [--fixture article] [--byte N|--lane L]
+ *   nibble explain FORMAT [--fixture article] [--byte N|--lane L]   a block type (q4_K, mxfp4, ...)
  *   nibble explain MODEL.gguf TENSOR [--row R] [--block B] [--byte N|--lane L|--col C]
  *   nibble explain dot --format mxfp4|nvfp4|q4_k|int4 --scale S -w "..." -x "..."
  *   nibble explain compare MODEL.gguf TENSOR [--rows N] [-x FILE]
@@ -147,11 +147,12 @@ static int usage(FILE *f, int code) {
     fprintf(f, "usage: nibble explain e2m1|int4|uint4|e8m0|e4m3|ue4m3|fp16|bf16|fp32 CODE\n"
                "       nibble explain bits CODE                       every format's reading of the same bits\n"
                "       nibble explain FORMAT [--fixture article] [--byte N | --lane L] [--value V]\n"
-               "              FORMAT: q4_0 q5_0 q8_0 q4_K q5_K q6_K mxfp4 nvfp4\n"
+               "              FORMAT: %s\n"
                "       nibble explain MODEL.gguf TENSOR [--row R] [--block B] [--byte N | --lane L | --col C]\n"
                "       nibble explain dot --format mxfp4|nvfp4|q4_k|int4 --scale S -w \"w0 w1 ...\" -x \"x0 x1 ...\"\n"
                "       nibble explain compare MODEL.gguf TENSOR [--rows N] [-x FILE] [--tokens T] [--seed S]\n"
-               "  every form: --json (machine-readable); most: --svg FILE (a picture). Guide: docs/EXPLAIN.md\n");
+               "  every form: --json (machine-readable); most: --svg FILE (a picture). Guide: docs/EXPLAIN.md\n",
+            ex_block_formats());
     return code;
 }
 

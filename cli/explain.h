@@ -20,6 +20,9 @@ int explain_compare(int argc, char **argv); /* explain compare MODEL.gguf TENSOR
 /* Output helpers (explain_out.c). JSON pieces: a string (escaped; bytes below 0x20 as \u00XX) and a number (null when not finite). */
 void ex_json_str(FILE *f, const char *s);
 void ex_json_num(FILE *f, double v);
+/* The block types `nibble explain FORMAT` traces, in id order, space-separated: the type table's
+ * rows with more than one element a block that nb_block_explain takes. */
+const char *ex_block_formats(void);
 /* A number for people: shortest round-trip text with a Unicode minus (nb_fmt_float). One static
  * buffer per slot (0..7) so a printf can hold several. */
 const char *ex_num(int slot, double v);

@@ -14,10 +14,6 @@
 #include "base/checked.h"
 #include "cli/args.h"
 #include "cli/explain.h"
-#include "formats/types.h"
-
-/* The byte layout of a block, one line (the type table's). */
-static const char *layout(int type) { return nb_type_traits_get(type)->layout; }
 
 /* How payload byte p reaches its lanes, with the numbers filled in. */
 static void lane_rule(const nb_block_trace *bt, int p, char *s, size_t cap) {
@@ -153,7 +149,7 @@ static void print_text(const nb_block_trace *bt, const uint8_t *b, const source 
                (long long)src->block, in->block_bytes);
     else printf("%s article fixture\n", in->name);
     printf("%s block: %d elements in %d bytes (%s bits/weight)\n  layout: %s\n", in->name, in->block_elems,
-           in->block_bytes, ex_num(0, 8.0 * in->block_bytes / in->block_elems), layout(bt->type));
+           in->block_bytes, ex_num(0, 8.0 * in->block_bytes / in->block_elems), bt->layout);
     if (bt->has_d) printf("  d    = fp16 0x%04X = %s\n", bt->d_raw, ex_num(0, bt->d));
     if (bt->has_dmin) printf("  dmin = fp16 0x%04X = %s\n", bt->dmin_raw, ex_num(0, bt->dmin));
     if (bt->type == NB_TYPE_Q4_K || bt->type == NB_TYPE_Q5_K) {
@@ -202,7 +198,7 @@ static void print_json(const nb_block_trace *bt, const uint8_t *b, const source 
     const nb_type_info *in = nb_type_get(bt->type);
     printf("{\"format\": \"%s\", \"block_elems\": %d, \"block_bytes\": %d, \"layout\": ", in->name, in->block_elems,
            in->block_bytes);
-    ex_json_str(stdout, layout(bt->type));
+    ex_json_str(stdout, bt->layout);
     if (src->file) {
         printf(", \"source\": {\"file\": ");
         ex_json_str(stdout, src->file);
@@ -278,10 +274,10 @@ static void print_json(const nb_block_trace *bt, const uint8_t *b, const source 
     printf("]}\n");
 }
 
-static const char USAGE[] =
+static const char USAGE_FMT[] =
     "usage: nibble explain FORMAT [--fixture article] [--byte N | --lane L] [--value V] [--json] [--svg FILE]\n"
     "       nibble explain MODEL.gguf TENSOR [--row R] [--block B] [--byte N | --lane L | --col C] [--json] [--svg FILE]\n"
-    "  FORMAT   q4_0 q5_0 q8_0 q4_K q5_K q6_K mxfp4 nvfp4 (case-insensitive)\n"
+    "  FORMAT   %s (case-insensitive)\n"
     "  --byte N payload byte N of the block (default 0); --lane L element L of the block;\n"
     "  --col C  element C of the row (sets block and lane); --value V replaces the payload byte's value\n"
     "  --svg    draw the block's bytes with each nibble's arrow to its lane, colored by its scale\n"
@@ -358,7 +354,9 @@ int explain_block(int argc, char **argv) {
         OPT_STR("--value", &value_text),
     };
     /* argv[0] is the format or the file: a file takes the tensor as its one positional argument */
-    arg_spec spec = ARG_SPEC("explain", USAGE, opts, pos, type < 0 ? 1 : 0);
+    char usage[1024];
+    snprintf(usage, sizeof usage, USAGE_FMT, ex_block_formats());
+    arg_spec spec = ARG_SPEC("explain", usage, opts, pos, type < 0 ? 1 : 0);
     int rc = arg_parse(&spec, argc, argv);
     if (rc >= 0) return rc;
     if (type < 0) src.file = argv[0], src.tensor = pos[0];

@@ -192,7 +192,8 @@ NB_API nb_status nb_pool_for(nb_pool *pool, int64_t n, int64_t grain, nb_pool_fn
  * quantized to the weight type's partner (Q8_0 for Q4_0/Q5_0/Q8_0/MXFP4/NVFP4, Q8_K for
  * Q4_K/Q5_K/Q6_K) and the dot products run in integers; F32/F16/BF16 weights always meet f32
  * activations. NB_ROUTE_F32: weights are decoded in registers and activations stay f32 (slower,
- * no activation rounding; for accuracy comparisons). */
+ * no activation rounding; for accuracy comparisons). Any other value is refused with
+ * NB_ERR_INVALID_ARG. */
 typedef enum nb_route { NB_ROUTE_QUANT = 0, NB_ROUTE_F32 = 1 } nb_route;
 
 /* y[t*n_out + o] = sum_i W[o,i] * x[t*n_in + i] for o < n_out, t < n_tok. W is n_out rows of
@@ -212,7 +213,8 @@ NB_API nb_status nb_matmul_strided(nb_pool *pool, int wtype, const void *w, size
                                    int64_t n_in, const float *x, int64_t n_tok, float *y);
 
 /* Which kernel a weight type runs with on this CPU, e.g. "avx2 q8_0 x q8_0" or "avx2 q4_K x f32";
- * NULL (with nb_last_error set) when nibble has no kernel for the type. */
+ * NULL (with nb_last_error set) when nibble has no kernel for the type or the route is not an
+ * nb_route. */
 NB_API const char *nb_matmul_kernel_name(int wtype, nb_route route);
 
 /* ------------------------------------------------------------------ GGUF */
@@ -777,7 +779,8 @@ typedef struct nb_quant_params {
 
 NB_API nb_quant_params nb_quant_default_params(void);
 NB_API nb_status nb_quantize_model(const char *in_path, const char *out_path, const nb_quant_params *p);
-/* Type id for a name as ggml prints it, any case ("q4_K", "Q8_0", "f16"); -1 when unknown. */
+/* Id of a weight type (nb_type_info.weight_type) by the name ggml prints, any case ("q4_K", "Q8_0",
+ * "f16"); -1 for any other name, q8_K (activations only) included. */
 NB_API int nb_type_from_name(const char *name);
 
 NB_API nb_status nb_imatrix_create(nb_imatrix **out);

@@ -53,6 +53,9 @@ static uint8_t *read_all(const char *path, size_t *len) {
 
 /* ------------------------------------------------------------ the sample */
 
+/* The weight types nibble runs, written out rather than read from the type table: this test checks
+ * the reader's verdict on each (runnable, sized from the table), so its expectations must not come
+ * from the table the reader consults. Tensor names follow the index ("blk.10.nvfp4.weight"). */
 static const int weight_types[] = {NB_TYPE_F32,  NB_TYPE_F16,  NB_TYPE_Q4_0, NB_TYPE_Q5_0,  NB_TYPE_Q8_0, NB_TYPE_Q4_K,
                                    NB_TYPE_Q5_K, NB_TYPE_Q6_K, NB_TYPE_BF16, NB_TYPE_MXFP4, NB_TYPE_NVFP4};
 #define N_WT (int)(sizeof weight_types / sizeof weight_types[0])

@@ -10,17 +10,20 @@
 #include "explain/explain.h"
 #include "formats/blocks.h"
 #include "formats/codes.h"
+#include "formats/types.h"
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
 nb_status nb_block_explain(int type, const void *block, nb_block_trace *out) {
-    const nb_type_info *info = nb_type_get(type);
-    if (!info) return nb_fail(NB_ERR_UNSUPPORTED, "explain: type id %d (%s) is not a type nibble knows", type, nb_type_name(type));
+    const nb_type_traits *row = nb_type_traits_get(type);
+    if (!row) return nb_fail(NB_ERR_UNSUPPORTED, "explain: type id %d (%s) is not a type nibble knows", type, nb_type_name(type));
+    const nb_type_info *info = &row->info;
     if (!block) return nb_fail(NB_ERR_INVALID_ARG, "explain %s: block is NULL", info->name);
     const uint8_t *b = block;
     nb_block_trace *t = out;
     memset(t, 0, sizeof *t);
     t->type = type;
+    t->layout = row->layout;
     t->block_elems = info->block_elems;
     t->block_bytes = info->block_bytes;
     t->n_sub = 1;

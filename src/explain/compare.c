@@ -48,6 +48,9 @@ typedef struct job {
     int failed;        /* set by any worker; only ever written as 1 */
 } job;
 
+/* Not the converter's loop (src/quant: nb_quant_row, then nb_quant_row_error's sum): compare runs
+ * the public quantizers a caller would, the round-up option included, which nb_quant_row has no
+ * mode for, and keeps every decoded row for the output error and the histogram. */
 static void requant_rows(void *ctx, int64_t b, int64_t e) {
     job *j = ctx;
     for (int64_t r = b; r < e; r++) {

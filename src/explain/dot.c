@@ -9,21 +9,10 @@
 
 #include "base/error.h"
 #include "explain/explain.h"
+#include "formats/codes.h"
 
 int nb_e2m1_nearest(double v, int ties_low, int *tie) {
-    int best = 0, t = 0;
-    double bd = INFINITY;
-    for (int c = 0; c < 16; c++) { /* ascending, so the first of a tie is the lowest code */
-        const double cv = nb_e2m1_to_fp32((uint8_t)c), d = fabs(v - cv);
-        if (d < bd) best = c, bd = d, t = 0;
-        else if (d == bd && cv != nb_e2m1_to_fp32((uint8_t)best)) {
-            /* a tie between two magnitudes: they are neighbours, one with mantissa bit 0 (even) */
-            t = 1;
-            if (!ties_low && (best & 1) && !(c & 1)) best = c;
-        }
-    }
-    if (tie) *tie = t;
-    return best;
+    return nb_e2m1_round(v, ties_low ? NB_E2M1_TIES_LOW : 0, tie);
 }
 
 nb_status nb_dot_explain(const nb_dot_params *p, const double *w, const double *x, int n, nb_dot_trace *out) {

@@ -97,6 +97,7 @@ char *nb_fmt_float(double v, int unicode, char *buf, size_t cap);
 
 typedef struct nb_block_trace {
     int type;
+    const char *layout;     /* the bytes of a block in one line (the type table's) */
     int block_elems, block_bytes;
     int payload_bytes;      /* bytes of the low-bit code array (qs, or ql for q6_K) */
     int payload_offset;     /* where that array starts in the block */
@@ -172,7 +173,8 @@ typedef struct nb_dot_trace {
 } nb_dot_trace;
 
 nb_status nb_dot_explain(const nb_dot_params *p, const double *w, const double *x, int n, nb_dot_trace *out);
-/* Nearest E2M1 code to v (ties as ties_low says); *tie set when v sat midway. */
+/* nb_e2m1_round (formats/codes.h) as explain dot uses it: ties to even or (ties_low) to the smaller
+ * magnitude, never -0; *tie set when v sat midway. */
 int nb_e2m1_nearest(double v, int ties_low, int *tie);
 
 /* ------------------------------------------------------------- compare */

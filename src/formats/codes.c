@@ -120,9 +120,8 @@ float nb_e2m1_to_fp32(uint8_t c) {
 }
 
 uint8_t nb_fp32_to_e2m1(float f) {
-    uint8_t sign = signbit(f) ? 8 : 0;
-    if (isnan(f)) return sign | 7; /* no NaN code: saturate, like infinity */
-    return sign | minifloat_encode(fabsf(f), 1, 1, 7);
+    if (isnan(f)) return signbit(f) ? 15 : 7; /* no NaN code: saturate, like infinity */
+    return nb_e2m1_round(f, NB_E2M1_SIGNED_ZERO, NULL);
 }
 
 /* ------------------------------------------------------------------ E8M0 */

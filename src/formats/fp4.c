@@ -30,7 +30,9 @@
 #include "formats/types.h"
 
 /* Index of the code whose value (doubled E2M1 times the halved scale d) is nearest to x; a tie
- * goes to the lower index, so -0 (index 8) is never chosen over +0. */
+ * goes to the lower index, so -0 (index 8) is never chosen over +0. ggml's rule, kept apart from
+ * nb_e2m1_round on purpose: it compares float differences |code*d - x| (which round) rather than
+ * rounding the quotient x/d, and llama.cpp's files are reproduced byte for byte by exactly this. */
 static uint8_t nearest_code(float x, float d) {
     int best = 0;
     float best_err = fabsf(nb_e2m1_doubled[0] * d - x);

@@ -14,9 +14,12 @@
 #define ROW(ID, NAME, ELEMS, BYTES, WEIGHT, FN, FLAGS, FALLBACK, FALLBACK_OF, LAYOUT)                     \
     [ID] = {{NAME, ID, ELEMS, BYTES, WEIGHT}, nb_##FN##_quantize_ref, nb_##FN##_dequantize, FLAGS, FALLBACK,    \
             FALLBACK_OF, LAYOUT}
-/* Any other id ggml assigned: its name, so a refusal can say what a file holds. */
-#define GGML(ID, NAME, FLAGS, FALLBACK_OF) [ID] = {{NAME, ID, 0, 0, 0}, NULL, NULL, FLAGS, -1, FALLBACK_OF, NULL}
-#define NAMED(ID, NAME) GGML(ID, NAME, 0, -1)
+/* Any other id ggml assigned: its name, so a refusal can say what a file holds, and its block
+ * geometry (ggml-common.h), so that the reader can size and bounds-check such a tensor. */
+#define GGML(ID, NAME, ELEMS, BYTES, FLAGS, FALLBACK_OF)                                                   \
+    [ID] = {{NAME, ID, ELEMS, BYTES, 0}, NULL, NULL, FLAGS, -1, FALLBACK_OF, NULL}
+#define NAMED(ID, NAME, ELEMS, BYTES) GGML(ID, NAME, ELEMS, BYTES, 0, -1)
+#define RETIRED(ID, NAME) GGML(ID, NAME " (retired)", 0, 0, NB_TYPE_RETIRED, -1)
 
 /* ggml ids nibble has no codec for that the fallback rules name. */
 enum { Q5_1 = 7, Q2_K = 10, Q3_K = 11, IQ4_NL = 20 };
@@ -26,13 +29,14 @@ static const nb_type_traits table[] = {
     ROW(NB_TYPE_F16, "f16", 1, 2, 1, f16, 0, -1, -1, "one element: fp16 [0,2)"),
     ROW(NB_TYPE_Q4_0, "q4_0", NB_QK4_0, sizeof(nb_block_q4_0), 1, q4_0, 0, -1, Q2_K,
         "d fp16 [0,2) | qs 16 B [2,18): byte j = element j (low nibble), j+16 (high)"),
-    NAMED(3, "q4_1"), NAMED(4, "q4_2 (retired)"), NAMED(5, "q4_3 (retired)"),
+    NAMED(3, "q4_1", 32, 20), RETIRED(4, "q4_2"), RETIRED(5, "q4_3"),
     ROW(NB_TYPE_Q5_0, "q5_0", NB_QK5_0, sizeof(nb_block_q5_0), 1, q5_0, 0, -1, NB_TYPE_Q4_K,
         "d fp16 [0,2) | qh u32 [2,6): bit j = fifth bit of element j | qs 16 B [6,22) as q4_0"),
-    GGML(Q5_1, "q5_1", 0, NB_TYPE_Q5_K),
+    GGML(Q5_1, "q5_1", 32, 24, 0, NB_TYPE_Q5_K),
     ROW(NB_TYPE_Q8_0, "q8_0", NB_QK8_0, sizeof(nb_block_q8_0), 1, q8_0, 0, -1, NB_TYPE_Q6_K,
         "d fp16 [0,2) | qs int8 x 32 [2,34): byte j = element j"),
-    NAMED(9, "q8_1"), GGML(Q2_K, "q2_K", NB_TYPE_KQUANT, -1), GGML(Q3_K, "q3_K", NB_TYPE_KQUANT, -1),
+    NAMED(9, "q8_1", 32, 36), GGML(Q2_K, "q2_K", 256, 84, NB_TYPE_KQUANT, -1),
+    GGML(Q3_K, "q3_K", 256, 110, NB_TYPE_KQUANT, -1),
     ROW(NB_TYPE_Q4_K, "q4_K", NB_QK_K, sizeof(nb_block_q4_k), 1, q4_k, NB_TYPE_KQUANT, NB_TYPE_Q5_0, -1,
         "d fp16 [0,2) | dmin fp16 [2,4) | scales 12 B [4,16) | qs 128 B [16,144): qs[32c+l] = lanes 64c+l "
         "(low), 64c+32+l (high)"),
@@ -42,18 +46,18 @@ static const nb_type_traits table[] = {
         "ql 128 B [0,128) | qh 64 B [128,192) | scales int8 x 16 [192,208) | d fp16 [208,210)"),
     ROW(NB_TYPE_Q8_K, "q8_K", NB_QK_K, sizeof(nb_block_q8_k), 0, q8_k, 0, -1, -1,
         "d fp32 [0,4) | qs int8 x 256 [4,260): byte j = element j | bsums int16 x 16 [260,292)"),
-    NAMED(16, "iq2_xxs"), NAMED(17, "iq2_xs"), NAMED(18, "iq3_xxs"), NAMED(19, "iq1_s"),
-    GGML(IQ4_NL, "iq4_nl", 0, Q2_K), NAMED(21, "iq3_s"), NAMED(22, "iq2_s"), NAMED(23, "iq4_xs"),
-    NAMED(24, "i8"), NAMED(25, "i16"), NAMED(26, "i32"), NAMED(27, "i64"), NAMED(28, "f64"), NAMED(29, "iq1_m"),
+    NAMED(16, "iq2_xxs", 256, 66), NAMED(17, "iq2_xs", 256, 74), NAMED(18, "iq3_xxs", 256, 98),
+    NAMED(19, "iq1_s", 256, 50), GGML(IQ4_NL, "iq4_nl", 32, 18, 0, Q2_K), NAMED(21, "iq3_s", 256, 110),
+    NAMED(22, "iq2_s", 256, 82), NAMED(23, "iq4_xs", 256, 136), NAMED(24, "i8", 1, 1), NAMED(25, "i16", 1, 2),
+    NAMED(26, "i32", 1, 4), NAMED(27, "i64", 1, 8), NAMED(28, "f64", 1, 8), NAMED(29, "iq1_m", 256, 56),
     ROW(NB_TYPE_BF16, "bf16", 1, 2, 1, bf16, 0, -1, -1, "one element: bf16 [0,2)"),
-    NAMED(31, "q4_0_4_4 (retired)"), NAMED(32, "q4_0_4_8 (retired)"), NAMED(33, "q4_0_8_8 (retired)"),
-    NAMED(34, "tq1_0"), NAMED(35, "tq2_0"), NAMED(36, "iq4_nl_4_4 (retired)"), NAMED(37, "iq4_nl_4_8 (retired)"),
-    NAMED(38, "iq4_nl_8_8 (retired)"),
+    RETIRED(31, "q4_0_4_4"), RETIRED(32, "q4_0_4_8"), RETIRED(33, "q4_0_8_8"), NAMED(34, "tq1_0", 256, 54),
+    NAMED(35, "tq2_0", 256, 66), RETIRED(36, "iq4_nl_4_4"), RETIRED(37, "iq4_nl_4_8"), RETIRED(38, "iq4_nl_8_8"),
     ROW(NB_TYPE_MXFP4, "mxfp4", NB_QK_MXFP4, sizeof(nb_block_mxfp4), 1, mxfp4, 0, -1, -1,
         "e E8M0 [0,1) | qs 16 B [1,17): byte j = element j (low nibble), j+16 (high)"),
     ROW(NB_TYPE_NVFP4, "nvfp4", NB_QK_NVFP4, sizeof(nb_block_nvfp4), 1, nvfp4, 0, NB_TYPE_Q8_0, -1,
         "d UE4M3 x 4 [0,4) | qs 32 B [4,36): byte 8s+j = element 16s+j (low), 16s+j+8 (high)"),
-    NAMED(41, "q1_0"),
+    NAMED(41, "q1_0", 0, 0), /* no geometry listed: read as an unknown id */
 };
 #define N_ROWS (int)(sizeof table / sizeof table[0])
 

@@ -13,11 +13,13 @@ typedef void (*nb_quantize_fn)(const float *x, void *y, int64_t k);
 typedef void (*nb_dequantize_fn)(const void *x, float *y, int64_t k);
 
 /* Row flags. */
-#define NB_TYPE_KQUANT 1u /* ggml's K-quant weights (q2_K..q6_K): a file holding them was made by a
-                             K-quant recipe, so legacy types on rows of other lengths are fallbacks */
+#define NB_TYPE_KQUANT 1u  /* ggml's K-quant weights (q2_K..q6_K): a file holding them was made by a
+                              K-quant recipe, so legacy types on rows of other lengths are fallbacks */
+#define NB_TYPE_RETIRED 2u /* an id ggml assigned once and withdrew: no file should hold it any more */
 
 typedef struct nb_type_traits {
-    nb_type_info info;  /* only name and id for types nibble has no codec for */
+    nb_type_info info;  /* types nibble has no codec for: name, id and block geometry (0 where
+                           unknown), weight_type 0 */
     nb_quantize_fn quantize_ref; /* NULL for types nibble has no codec for */
     nb_dequantize_fn dequantize;
     unsigned flags;     /* NB_TYPE_* */

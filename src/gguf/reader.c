@@ -27,20 +27,6 @@
 #define MIN_KV_BYTES 14u
 #define MIN_TENSOR_BYTES 33u
 
-/* Block geometry of ggml types nibble does not run, so that NB_GGUF_LIST_UNSUPPORTED can still
- * size and bounds-check such tensors (ggml-common.h). Types nibble runs come from the type table. */
-static const struct {
-    int id, elems, bytes;
-} foreign[] = {
-    {3, 32, 20},   {7, 32, 24},   {9, 32, 36},   {10, 256, 84},  {11, 256, 110}, {16, 256, 66},
-    {17, 256, 74}, {18, 256, 98}, {19, 256, 50}, {20, 32, 18},   {21, 256, 110}, {22, 256, 82},
-    {23, 256, 136}, {24, 1, 1},   {25, 1, 2},    {26, 1, 4},     {27, 1, 8},     {28, 1, 8},
-    {29, 256, 56}, {34, 256, 54}, {35, 256, 66},
-};
-
-/* Ids ggml assigned once and withdrew: no file should hold them any more. */
-static int retired(uint32_t id) { return id == 4 || id == 5 || (id >= 31 && id <= 33) || (id >= 36 && id <= 38); }
-
 typedef struct cursor {
     const uint8_t *base;
     uint64_t pos, size;
@@ -244,20 +230,12 @@ static nb_status read_alignment(nb_gguf *g) {
 /* Block geometry and support of a tensor's type id, or a refusal naming the tensor and the type. */
 static nb_status tensor_type(unsigned flags, const char *name, uint64_t at, uint32_t id, int *elems, int *bytes,
                              int *supported) {
-    const nb_type_traits *t = id <= 255 ? nb_type_traits_get((int)id) : NULL;
-    *elems = *bytes = *supported = 0;
-    if (t) { /* Q8_K is in the table but holds activations, never weights */
-        *elems = t->info.block_elems;
-        *bytes = t->info.block_bytes;
-        *supported = t->info.weight_type;
-    }
-    for (size_t k = 0; k < sizeof foreign / sizeof foreign[0]; k++)
-        if ((uint32_t)foreign[k].id == id) {
-            *elems = foreign[k].elems;
-            *bytes = foreign[k].bytes;
-        }
+    const nb_type_traits *t = id <= 255 ? nb_type_row((int)id) : NULL;
+    *elems = t ? t->info.block_elems : 0;
+    *bytes = t ? t->info.block_bytes : 0;
+    *supported = t && t->info.weight_type; /* Q8_K has a codec but holds activations, never weights */
     if (*supported) return NB_OK;
-    if (retired(id))
+    if (t && (t->flags & NB_TYPE_RETIRED))
         return nb_fail(NB_ERR_UNSUPPORTED, "gguf: type of tensor '%s' at offset %llu: id %u (%s) was retired by ggml",
                        name, (unsigned long long)at, id, nb_type_name((int)id));
     if (!*elems)
@@ -477,7 +455,7 @@ static void *map_file(int fd, size_t n, void *addr) {
 /* NB_GGUF_RESIDENT, once the file is valid: the whole file faulted in, in 2 MiB pages where the
  * kernel allows. Pages cached before a mapping's hint (the file was just written, copied, or
  * read() by another program) sit in 4 KiB folios and stay so: decode then takes a TLB miss every
- * 4 KiB of every weight, which cost 1-thread decode 10 % here (docs/BENCHMARKS.md). When under
+ * 4 KiB of every weight, which slows 1-thread decode (docs/BENCHMARKS.md). When under
  * 90 % of the file's whole 2 MiB spans come in 2 MiB pages, its pages are paged out of the cache
  * (MADV_PAGEOUT leaves those another process maps, and dirty ones) and faulted in again, which
  * readahead does in 2 MiB folios: one re-read, after which every run finds them so. When none

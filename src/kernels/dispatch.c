@@ -74,6 +74,10 @@ double nb_softmax_exp(const float *x, float *y, int64_t n, float max) {
 void nb_swiglu(float *g, const float *u, int64_t n) { nb_act_get(nb_isa_active())->swiglu(g, u, n); }
 
 const char *nb_matmul_kernel_name(int wtype, nb_route route) {
+    if (route != NB_ROUTE_QUANT && route != NB_ROUTE_F32) {
+        nb_fail(NB_ERR_INVALID_ARG, "matmul kernel name: route %d is not NB_ROUTE_QUANT or NB_ROUTE_F32", (int)route);
+        return NULL;
+    }
     const nb_kernel *k = nb_kernel_get(nb_isa_active(), wtype);
     if (!k) {
         nb_fail(NB_ERR_UNSUPPORTED, "no matmul kernel for weight type %d (%s)", wtype, nb_type_name(wtype));

@@ -178,6 +178,8 @@ nb_status nb_matmul_ex(nb_pool *pool, int wtype, const void *w, size_t w_stride,
 
 nb_status nb_matmul_route(nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in, const float *x,
                           int64_t n_tok, float *y, nb_route route) {
+    if (route != NB_ROUTE_QUANT && route != NB_ROUTE_F32) /* NB_ROUTE_VEC is internal (api.h) */
+        return nb_fail(NB_ERR_INVALID_ARG, "nb_matmul: route %d is not NB_ROUTE_QUANT or NB_ROUTE_F32", (int)route);
     return nb_matmul_ex(pool, wtype, w, 0, n_out, n_in, x, n_tok, y, route);
 }
 

@@ -64,14 +64,6 @@ static void mxfp4_best(const float *x, const float *imp, nb_block_mxfp4 *b, int6
 
 /* ---------------------------------------------------------------- NVFP4 */
 
-/* The E2M1 code nearest to v (either neighbour on an exact tie: the search only compares errors).
- * Thresholds are the midpoints of 0, 0.5, 1, 1.5, 2, 3, 4, 6; code = magnitude index | sign << 3. */
-static inline uint8_t e2m1_nearest(float v) {
-    const float a = fabsf(v);
-    const int i = (a > 0.25f) + (a > 0.75f) + (a > 1.25f) + (a > 1.75f) + (a > 2.5f) + (a > 3.5f) + (a > 5.0f);
-    return (uint8_t)(i | (v < 0 && i ? 8 : 0));
-}
-
 /* Codes of 16 elements for block scale value d (decoded value = E2M1 * d * scale), packed as NVFP4
  * lays out a sub-block (byte j: element j low, j+8 high); returns the weighted error. */
 static double nvfp4_sub_try(const float *x, const float *w, float d, float scale, uint8_t *qs) {
@@ -81,7 +73,7 @@ static double nvfp4_sub_try(const float *x, const float *w, float d, float scale
         uint8_t c[2];
         for (int h = 0; h < 2; h++) {
             const float xv = x[j + 8 * h];
-            c[h] = e2m1_nearest(xv * inv);
+            c[h] = nb_e2m1_round(xv * inv, NB_E2M1_TIES_LOW, NULL); /* the rule this search always wrote */
             double diff = (double)(nb_e2m1_doubled[c[h]] * 0.5f * d) * scale - xv;
             e += (w ? w[j + 8 * h] : 1.0) * diff * diff;
         }

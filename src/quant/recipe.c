@@ -4,7 +4,6 @@
  * input gives the same types; the counters it keeps (attn_v seen so far, ffn_down layer) advance
  * in the same order, which is why the tensors are sorted first.
  */
-#include <ctype.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -15,17 +15,17 @@
  * element order: its 8 dword lanes are the contract's lanes, the activation is one plain load and
  * the Q5_0 qh word is the register's byte mask as stored. Per unit, row and token: 1 vpdpbusd, 1
  * conversion, 1 permute of the scale and 1 fma. On Zen 4, which splits 512-bit operations in two,
- * this beat 4 rows per 512-bit register (1 row per 128-bit lane, activation halves broadcast) by
- * 25-35 % in cache: the wider layout needs lane inserts, broadcasts, a scale permute and, for
- * Q5_0, qh bits regrouped in general registers, all of which cost more than the halved count of
- * multiply-adds saves.
+ * this beat 4 rows per 512-bit register (1 row per 128-bit lane, activation halves broadcast;
+ * docs/BENCHMARKS.md, "AVX-512 register layouts"): the wider layout needs lane inserts,
+ * broadcasts, a scale permute and, for Q5_0, qh bits regrouped in general registers, all of which
+ * cost more than the halved count of multiply-adds saves.
  *
  * MXFP4 and NVFP4 sum both halves of a unit into 4 lanes (kernels.h), which the one-row layout
  * cannot do in one vpdpbusd, so they keep 2 rows per 256-bit register, one 128-bit lane per row:
  * `lo` holds the codes that meet activation bytes 0-15 of the unit, `hi` those that meet bytes
  * 16-31, so each activation half is one 128-bit broadcast from memory and the two vpdpbusd meet
  * in the same dword lanes. (4 rows per 512-bit register, the same scheme one lane wider, was
- * 8-20 % slower on Zen 4 for the same reasons as above.) A 16-byte run of packed codes split
+ * slower on Zen 4 for the same reasons as above.) A 16-byte run of packed codes split
  * into low and high nibbles *is* lo and hi for MXFP4; NVFP4's nibbles split into elements
  * 0-7,16-23 and 8-15,24-31 of the unit instead, so its activations come in that order
  * (NB_ACT_Q8_0X_NV) and its final reduction pairs the lanes accordingly.
