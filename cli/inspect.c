@@ -12,10 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/checked.h"
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "formats/types.h"
 #include "nibble.h"
 
 #define MAX_TYPE 256 /* type ids the reader lists stay far below this */
@@ -33,18 +31,6 @@ static const char *const hparams[] = {
 static const char *kernel_path(int type) {
     const char *k = nb_matmul_kernel_name(type, NB_ROUTE_QUANT);
     return k ? k : "none";
-}
-
-/* The type llama.cpp's K-quant recipes wanted when they wrote `type` instead because the row length
- * is not a multiple of 256, or -1 when `type` is no such fallback. */
-static int fallback_from(int type) {
-    const nb_type_traits *t = nb_type_row(type);
-    return t ? t->fallback_of : -1;
-}
-
-static int is_kquant(int type) {
-    const nb_type_traits *t = nb_type_row(type);
-    return t && (t->flags & NB_TYPE_KQUANT);
 }
 
 typedef struct census {
@@ -73,7 +59,7 @@ static uint64_t nelem(const nb_gguf_tensor *t) {
 }
 
 static int is_fallback(const summary *s, const nb_gguf_tensor *t) {
-    return s->kquants && t->n_dims >= 2 && t->ne[0] % 256 && fallback_from(t->type) >= 0;
+    return s->kquants && t->n_dims >= 2 && t->ne[0] % 256 && nb_type_fallback_of(t->type) >= 0;
 }
 
 /* Any unsigned or non-negative integer value of "<arch>.<suffix>", whatever width the file chose. */
@@ -106,7 +92,7 @@ static void summarize(summary *s, const nb_gguf *g, const char *path, int64_t n_
         census *c = &s->by_type[t->type % MAX_TYPE];
         c->count++, c->params += nelem(t), c->bytes += t->bytes;
         s->total.count++, s->total.params += nelem(t), s->total.bytes += t->bytes;
-        if (is_kquant(t->type)) s->kquants = 1;
+        if (nb_type_is_kquant(t->type)) s->kquants = 1;
     }
     for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) s->n_fallback += is_fallback(s, nb_gguf_tensor_at(g, i));
     if (nb_model_bind(g, &s->model)) {
@@ -213,7 +199,7 @@ static void print_human(const summary *s, int tensors) {
         }
         for (int k = 0; k < n_grp; k++)
             printf("  %llu in %s instead of %s: row length %lld is not a multiple of 256 (e.g. %s)\n",
-                   (unsigned long long)grp[k].n, nb_type_name(grp[k].type), nb_type_name(fallback_from(grp[k].type)),
+                   (unsigned long long)grp[k].n, nb_type_name(grp[k].type), nb_type_name(nb_type_fallback_of(grp[k].type)),
                    (long long)grp[k].ne0, arg_safe(0, grp[k].first));
         if (more) printf("  %d more (see --tensors)\n", more);
     }
@@ -235,7 +221,7 @@ static void print_human(const summary *s, int tensors) {
             n += snprintf(shape + n, sizeof shape - (size_t)n, d ? " x %lld" : "%lld", (long long)t->ne[d]);
         printf("%-40s %-7s %-28s %12llu %12llu%s%s%s\n", arg_safe(0, t->name), nb_type_name(t->type), shape,
                (unsigned long long)t->bytes, (unsigned long long)t->offset, is_fallback(s, t) ? "  fallback from " : "",
-               is_fallback(s, t) ? nb_type_name(fallback_from(t->type)) : "", t->supported ? "" : "  NOT SUPPORTED");
+               is_fallback(s, t) ? nb_type_name(nb_type_fallback_of(t->type)) : "", t->supported ? "" : "  NOT SUPPORTED");
     }
 }
 
@@ -320,7 +306,7 @@ static void print_json(const summary *s) {
         for (int d = 0; d < t->n_dims; d++) printf("%s%lld", d ? ", " : "", (long long)t->ne[d]);
         printf("], \"bytes\": %llu, \"offset\": %llu, \"supported\": %s, \"fallback_from\": ",
                (unsigned long long)t->bytes, (unsigned long long)t->offset, t->supported ? "true" : "false");
-        if (is_fallback(s, t)) printf("\"%s\"}", nb_type_name(fallback_from(t->type)));
+        if (is_fallback(s, t)) printf("\"%s\"}", nb_type_name(nb_type_fallback_of(t->type)));
         else printf("null}");
     }
     printf("\n  ]\n}\n");

@@ -138,6 +138,12 @@ NB_API nb_status nb_row_bytes(int id, int64_t n, size_t *bytes);
 /* The rows of the type table one by one, in id order (i = 0, 1, ... until NULL): every type nibble
  * has a codec for; those with weight_type are the ones it runs and writes. */
 NB_API const nb_type_info *nb_type_at(int i);
+/* What a llama.cpp K-quant recipe (Q4_K_M and the rest) meant by a type it wrote: the K-quant it
+ * wanted when it wrote `id` instead on a row that is not a multiple of 256 (q5_0 for q4_K, q8_0
+ * for q6_K, ...), or -1; and whether `id` is a K-quant (q2_K..q6_K) at all, which says that a file
+ * was made by such a recipe. Any id; -1 / 0 for ids ggml never assigned. */
+NB_API int nb_type_fallback_of(int id);
+NB_API int nb_type_is_kquant(int id);
 /* Name of a llama.cpp file type (general.file_type: "Q4_K_M", "MXFP4_MOE", ...); "unknown" when
  * llama.cpp never assigned the id. */
 NB_API const char *nb_ftype_name(int ftype);

@@ -108,6 +108,16 @@ int nb_ftype_from_name(const char *name) {
     return -1;
 }
 
+int nb_type_fallback_of(int id) {
+    const nb_type_traits *t = nb_type_row(id);
+    return t ? t->fallback_of : -1;
+}
+
+int nb_type_is_kquant(int id) {
+    const nb_type_traits *t = nb_type_row(id);
+    return t && (t->flags & NB_TYPE_KQUANT);
+}
+
 const nb_type_info *nb_type_get(int id) {
     const nb_type_traits *t = nb_type_traits_get(id);
     if (!t) {
