@@ -193,9 +193,14 @@ def read_gguf(path):
     return kv, tensors, (off + align - 1) // align * align
 
 
+@functools.lru_cache(maxsize=None)
 def vocab_source(family):
-    return (os.path.join(ROOT, "models", "gemma-3-270m-q4_k_m.gguf") if VOCAB[family] == "gemma" else
-            os.path.join(llama_tree(), "models", f"ggml-vocab-{VOCAB[family]}.gguf"))
+    """The GGUF whose tokenizer.* keys the family's files carry (fetched by the repo's scripts)."""
+    if VOCAB[family] == "gemma":  # the default model, scripts/fetch-model.sh
+        out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "fetch-model.sh")], check=True,
+                             capture_output=True, text=True, cwd=ROOT).stdout
+        return os.path.join(ROOT, out.strip().splitlines()[-1])
+    return os.path.join(llama_tree(), "models", f"ggml-vocab-{VOCAB[family]}.gguf")
 
 
 @functools.lru_cache(maxsize=None)
