@@ -374,9 +374,9 @@ def quantize(src, dst, variant, threads=2):
     os.replace(tmp, dst)
 
 
-def rewrite(src, dst, set_kv=None, drop=None, shrink=None):
-    """A copy of src with one key changed, one tensor dropped or one tensor's last rows (elements,
-    for a vector) cut; tensor data copied as bytes."""
+def rewrite(src, dst, set_kv=None, drop=None, shrink=None, add_kv=()):
+    """A copy of src with one key changed, keys added ((key, value, GGUFValueType) each), one tensor
+    dropped or one tensor's last rows (elements, for a vector) cut; tensor data copied as bytes."""
     import gguf
     kv, tensors, data0 = read_gguf(src)
     arch = next(v for k, v, _, _ in kv if k == "general.architecture").decode()
@@ -384,6 +384,8 @@ def rewrite(src, dst, set_kv=None, drop=None, shrink=None):
     for k, v, t, sub in kv:
         if k != "general.architecture":
             w.add_key_value(k, set_kv[1] if set_kv and k == set_kv[0] else v, t, sub)
+    for k, v, t in add_kv:
+        w.add_key_value(k, v, t)
     keep = []
     for name, ne, t, o in tensors:
         if name == drop:
@@ -407,6 +409,15 @@ def rewrite(src, dst, set_kv=None, drop=None, shrink=None):
     os.replace(tmp, dst)
 
 
+def yarn_keys(family):
+    """The `yarn` variant: the Q4_K_M file with YaRN scaling (factor 4 over an original context of
+    256), as Qwen's long-context configs set it; only its RoPE differs."""
+    import gguf
+    a, T = ARCH[family], gguf.GGUFValueType
+    return [(f"{a}.rope.scaling.type", "yarn", T.STRING), (f"{a}.rope.scaling.factor", 4.0, T.FLOAT32),
+            (f"{a}.rope.scaling.original_context_length", 256, T.UINT32)]
+
+
 def fingerprint(family, shape_name, variant):
     """What a file depends on: this script's VERSION, seed and shapes, the vocabulary file, the recipe."""
     vsrc = vocab_source(family)
@@ -415,6 +426,8 @@ def fingerprint(family, shape_name, variant):
                 variant=variant, vocab=[os.path.basename(vsrc), st.st_size], tpl=TEMPLATE.get(family))
     if variant.startswith("bad"):
         spec.update(bad=BAD[family], heads=BAD_HEADS, rule=2)  # rule: bump when rewrite()'s cuts change
+    if variant == "yarn":
+        spec.update(yarn=[(k, v) for k, v, _ in yarn_keys(family)])
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -435,7 +448,7 @@ def ensure(families=None, shapes=("small",), variants=VARIANTS, bad=True, force=
                 need += [v for v in ("bad-heads", "bad-missing", "bad-shape") if v not in need]
             if any(v != "f16" for v in need) and "f16" not in need:
                 need.insert(0, "f16")
-            if any(v.startswith("bad") for v in need) and "q4_k_m" not in need:
+            if any(v.startswith("bad") or v == "yarn" for v in need) and "q4_k_m" not in need:
                 need.insert(1, "q4_k_m")
             for variant in need:
                 p = path_of(family, shape_name, variant, out)
@@ -454,6 +467,8 @@ def ensure(families=None, shapes=("small",), variants=VARIANTS, bad=True, force=
                     rewrite(q4, p, drop=BAD[family]["missing"])
                 elif variant == "bad-shape":
                     rewrite(q4, p, shrink=BAD[family]["shape"])
+                elif variant == "yarn":
+                    rewrite(q4, p, add_kv=yarn_keys(family))
                 else:
                     quantize(path_of(family, shape_name, "f16", out), p, variant)
                 manifest = json.load(open(man_path)) if os.path.exists(man_path) else {}  # another run's too

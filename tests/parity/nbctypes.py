@@ -16,7 +16,8 @@ class ModelInfo(ctypes.Structure):
         [(f, ctypes.c_int) for f in ("n_layer", "n_embd", "n_ff", "n_head", "n_head_kv", "head_dim", "n_vocab",
                                      "n_ctx_train", "sliding_window", "n_sliding")] + \
         [("rope_base", ctypes.c_float), ("rope_base_local", ctypes.c_float), ("rms_eps", ctypes.c_float),
-         ("weight_bytes", ctypes.c_uint64)]
+         ("weight_bytes", ctypes.c_uint64), ("n_rot", ctypes.c_int), ("rope_freq_scale", ctypes.c_float),
+         ("rope_scaling", ctypes.c_char * 16), ("attn_softcap", ctypes.c_float), ("final_softcap", ctypes.c_float)]
 
 
 def load_lib():

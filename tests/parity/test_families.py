@@ -7,7 +7,7 @@ as test_runtime.py feeds Gemma 3) and through nibble (ctypes, nbctypes.py): thre
 (English prose, Python code, seven scripts and emoji) tokenized by llama.cpp with the file's own
 vocabulary, up to 128 positions each, so nibble's tokenizer plays no part. phi3's Q4_K_M file runs
 twice: n_ctx 1024 (llama.cpp picks rope_factors_short: n_ctx <= original_context_length 4096) and
-n_ctx 8192 (rope_factors_long).
+n_ctx 8192 (rope_factors_long); qwen3 also runs its `yarn` copy (rope.scaling.type yarn, factor 4).
 
 Per run it prints: positions with bit-identical logits, mean / max KL(llama.cpp || nibble), top-1
 agreement, and whether a greedy continuation of 32 tokens (the prompt as one batch, then one token
@@ -48,7 +48,8 @@ N_POS = 128        # positions per text (3 texts)
 N_GREEDY = 32
 PROMPT = "Once upon a time, in a small village by the sea, there lived"
 RUNS = [("q4_k_m", 1024), ("f16", 1024)]  # (variant, n_ctx)
-EXTRA = {"phi3": [("q4_k_m", 8192)]}  # n_ctx above original_context_length: the long factors
+# phi3 at an n_ctx above original_context_length: the long factors; qwen3 with YaRN scaling
+EXTRA = {"phi3": [("q4_k_m", 8192)], "qwen3": [("yarn", 1024)]}
 
 T = Tally(verbose=True)
 
@@ -146,7 +147,8 @@ def main():
                     [v for v, _ in RUNS])
     families = args or list(fam.SHAPES)
     for family in families:
-        paths, _ = fam.ensure([family], ("small",), list(dict.fromkeys(["f16", "q4_k_m"] + variants)), bad=True)
+        extra = [v for v, _ in EXTRA.get(family, [])]
+        paths, _ = fam.ensure([family], ("small",), list(dict.fromkeys(["f16", "q4_k_m"] + variants + extra)), bad=True)
         q4 = paths[(family, "small", "q4_k_m")]
         tok = Llama(model_path=q4, vocab_only=True, verbose=False)
         seqs = [tok.tokenize(t.encode(), add_bos=True)[:N_POS] for t in TEXTS]
