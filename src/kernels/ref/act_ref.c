@@ -9,7 +9,7 @@
  * overflows (amax below ~4e-37: x*id is inf or NaN, the "integer indefinite" 0x80000000 packs to
  * -128) gives the bytes the SIMD version gives. Q8_K is llama.cpp's quantize_row_q8_K_ref, which
  * nibble's file codec already reproduces (x86 llama.cpp uses the reference there too).
- * NB_ACT_Q8_0X is the Q8_0 rule plus its derived values (kernels.h).
+ * Q8_1 is the Q8_0 rule plus s (kernels.h); NB_ACT_Q8_0X is the Q8_0 rule plus its derived values.
  */
 #include <math.h>
 #include <string.h>
@@ -18,10 +18,12 @@
 #include "formats/codes.h"
 #include "kernels/kernels.h"
 
-/* v already rounded to an integer value (or not finite): the byte vcvtps2dq + packs would give. */
+/* v already rounded to an integer value (or not finite): the dword vcvtps2dq gives ("integer
+ * indefinite" INT32_MIN out of range), and the byte the signed saturating packs make of it. */
+static int32_t to_i32_x86(float v) { return v >= -2147483648.0f && v < 2147483648.0f ? (int32_t)v : INT32_MIN; }
 static int8_t to_i8_x86(float v) {
-    if (!(v >= -2147483648.0f && v < 2147483648.0f)) return -128;
-    return (int8_t)(v > 127 ? 127 : v < -128 ? -128 : v);
+    const int32_t i = to_i32_x86(v);
+    return (int8_t)(i > 127 ? 127 : i < -128 ? -128 : i);
 }
 
 void nb_act_q8_0_ref(const float *x, void *dst, int64_t n) {
@@ -32,6 +34,24 @@ void nb_act_q8_0_ref(const float *x, void *dst, int64_t n) {
         const float id = amax != 0 ? 127.f / amax : 0;
         b[i].d = nb_fp32_to_fp16(amax / 127.f);
         for (int j = 0; j < NB_QK8_0; j++) b[i].qs[j] = to_i8_x86(rintf(x[j] * id)); /* rintf: nearest-even */
+    }
+}
+
+/* Q8_1: Q8_0's codes and d, s = fp16(d * isum) with the f32 d and the dwords' wrapping sum. */
+void nb_act_q8_1_ref(const float *x, void *dst, int64_t n) {
+    nb_block_q8_1 *b = dst;
+    for (int64_t i = 0; i < n / NB_QK8_1; i++, x += NB_QK8_1) {
+        float amax = 0;
+        for (int j = 0; j < NB_QK8_1; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float id = amax != 0 ? 127.f / amax : 0, d = amax / 127.f;
+        uint32_t isum = 0;
+        for (int j = 0; j < NB_QK8_1; j++) {
+            const float r = rintf(x[j] * id);
+            isum += (uint32_t)to_i32_x86(r);
+            b[i].qs[j] = to_i8_x86(r);
+        }
+        b[i].d = nb_fp32_to_fp16(d);
+        b[i].s = nb_fp32_to_fp16(d * (float)(int32_t)isum);
     }
 }
 
@@ -105,5 +125,5 @@ static void swiglu_ref(float *g, const float *u, int64_t n) {
     }
 }
 
-const nb_act_set nb_act_ref = {nb_act_q8_0_ref, nb_q8_k_quantize_ref, act_q8_0x_ref, round_f16_ref, to_f16_ref,
+const nb_act_set nb_act_ref = {nb_act_q8_0_ref, nb_q8_k_quantize_ref, act_q8_0x_ref, nb_act_q8_1_ref, round_f16_ref, to_f16_ref,
                                softmax_exp_ref, swiglu_ref, "ref"};
