@@ -7,11 +7,12 @@
     identical. Each of nibble's kernel sets runs it (NIBBLE_ISA=ref, avx2, avx512 in a child
     process each; a set the CPU lacks is skipped).
   - model: a tiny random-weight llama (SPM vocabulary, GQA, untied output; written here with
-    gguf-py, F16 matrices) quantized by llama.cpp (llama_model_quantize, LLAMA_FTYPE_MOSTLY_Q4_1,
-    so its matrices are Q4_1, the output matrix Q6_K), then the same token ids through llama.cpp
+    gguf-py, F16 matrices) quantized by llama.cpp (llama_model_quantize, LLAMA_FTYPE_MOSTLY_Q4_1 and
+    _Q5_1, so its matrices are Q4_1 or Q5_1, the output matrix Q6_K), then the same token ids through llama.cpp
     (llama-cpp-python, logits_all, n_threads 2, one batch per sequence) and nibble (nbctypes): 3
-    sequences of 128 positions. It prints the bit-identical positions and KL(llama.cpp || nibble),
-    and passes when every position is bit-identical.
+    sequences of 128 positions in one batch each, and the first again one token per call (decode).
+    It prints the bit-identical positions and KL(llama.cpp || nibble), and passes when every
+    position is bit-identical.
   usage: build/venv/bin/python tests/parity/test_q4_1.py [--from F16.gguf]
 (--from: quantize that F16 file instead of the tiny model, e.g. a llama2-small-f16.gguf.) The last
 line is "N passed, N failed[, N skipped]".
@@ -157,27 +158,29 @@ def write_tiny(path, rng):
     w.close()
 
 
-def quantize_q4_1(src, dst):
+def quantize(src, dst, ftype):
     import llama_cpp
     global QUIET  # llama.cpp keeps calling the log callback: it must outlive this call
     QUIET = llama_cpp.llama_log_callback(lambda *a: None)
     llama_cpp.llama_log_set(QUIET, ctypes.c_void_p())
     p = llama_cpp.llama_model_quantize_default_params()
-    p.ftype, p.nthread = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_1, 2
+    p.ftype, p.nthread = ftype, 2
     return llama_cpp.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(p)) == 0
 
 
-def model(src, tmp, rng):
+def model(src, tmp, rng, name):
     import gguf
+    import llama_cpp
     from llama_cpp import Llama
-    q41 = os.path.join(tmp, "q4_1.gguf")
-    if not T.check(quantize_q4_1(src, q41), f"llama.cpp quantizes {os.path.basename(src)} to Q4_1"):
+    q41 = os.path.join(tmp, f"{name}.gguf")
+    ftype = {"Q4_1": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_1, "Q5_1": llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_1}[name]
+    if not T.check(quantize(src, q41, ftype), f"llama.cpp quantizes {os.path.basename(src)} to {name}"):
         return
     kinds = {}
     for t in gguf.GGUFReader(q41).tensors:
         kinds.setdefault(t.tensor_type.name, []).append(t.name)
     print("tensor types:", {k: len(v) for k, v in kinds.items()})
-    T.check(len(kinds.get("Q4_1", [])) >= 7, "the matrices are Q4_1", str(kinds.keys()))
+    T.check(len(kinds.get(name, [])) >= 7, f"the matrices are {name}", str(kinds.keys()))
     llm = Llama(model_path=q41, n_ctx=1024, n_threads=2, logits_all=True, seed=1, verbose=False)
     n_vocab = llm.n_vocab()
     seqs = [[1] + rng.integers(3, n_vocab, N_POS - 1).tolist() for _ in range(N_SEQ)]
@@ -186,25 +189,33 @@ def model(src, tmp, rng):
         llm.reset()
         llm.eval(toks)
         ref.append(np.array(llm.scores[:len(toks)], dtype=np.float32))
+    llm.reset()
+    for tok in seqs[0]:  # decode: one token per call (one-row products)
+        llm.eval([tok])
+    ref_dec = np.array(llm.scores[:len(seqs[0])], dtype=np.float32)
     del llm
     try:
         nb = Model(q41, n_ctx=1024, n_threads=2)
     except RuntimeError as e:
-        T.check(False, "nibble loads the Q4_1 file", str(e))
+        T.check(False, f"nibble loads the {name} file", str(e))
         return
     nb.n_vocab = n_vocab
     mine = []
     for toks in seqs:
         nb.reset()
         mine.append(nb.eval(toks))
+    nb.reset()
+    mine_dec = np.concatenate([nb.eval([tok]) for tok in seqs[0]])
     nb.close()
+    same = int((ref_dec.view(np.uint32) == mine_dec.view(np.uint32)).all(axis=1).sum())
+    T.check(same == len(ref_dec), f"{name} decode: logits bit-identical to llama.cpp's", f"{same}/{len(ref_dec)} positions")
     R, M = np.concatenate(ref), np.concatenate(mine)
     kl = np.concatenate([kl_rows(r, m) for r, m in zip(ref, mine)])
     same = int((R.view(np.uint32) == M.view(np.uint32)).all(axis=1).sum())
     top = float((R.argmax(1) == M.argmax(1)).mean())
-    print(f"llama.cpp logit std {R.std(axis=1).mean():.2f}; bit-identical {same}/{len(R)} positions; "
+    print(f"{name}: llama.cpp logit std {R.std(axis=1).mean():.2f}; bit-identical {same}/{len(R)} positions; "
           f"KL(llama||nibble) mean {kl.mean():.3g} max {kl.max():.3g}; top-1 agreement {100 * top:.2f} %")
-    T.check(same == len(R), "Q4_1 model: logits bit-identical to llama.cpp's", f"{same}/{len(R)} positions")
+    T.check(same == len(R), f"{name} model: logits bit-identical to llama.cpp's", f"{same}/{len(R)} positions")
 
 
 def main():
@@ -217,7 +228,8 @@ def main():
         src = sys.argv[sys.argv.index("--from") + 1] if "--from" in sys.argv else os.path.join(tmp, "tiny-f16.gguf")
         if "--from" not in sys.argv:
             write_tiny(src, rng)
-        model(src, tmp, rng)
+        for name in ("Q4_1", "Q5_1"):
+            model(src, tmp, rng, name)
     return T.summary()
 
 
