@@ -93,17 +93,15 @@ int main(int argc, char **argv) {
         x[i + 1] = (float)(sqrt(-2 * log(u)) * sin(6.283185307179586 * v)) * mag;
     }
 
-    static const int ids[] = {NB_TYPE_F32,  NB_TYPE_F16,  NB_TYPE_BF16, NB_TYPE_Q4_0, NB_TYPE_Q5_0,  NB_TYPE_Q8_0,
-                              NB_TYPE_Q4_K, NB_TYPE_Q5_K, NB_TYPE_Q6_K, NB_TYPE_Q8_K, NB_TYPE_MXFP4, NB_TYPE_NVFP4};
     printf("Reference codecs, 1 thread, %lld elements (%.0f MiB of f32), median of %d runs [min-max], MB/s of f32\n\n",
            (long long)n, n * 4.0 / (1 << 20), runs);
     printf("| type | quantize MB/s | dequantize MB/s |\n|---|---:|---:|\n");
-    for (size_t t = 0; t < sizeof ids / sizeof ids[0]; t++) {
+    const nb_type_info *info;
+    for (int t = 0; (info = nb_type_at(t)); t++) { /* every type with a codec, in id order */
         double qr[3], dr[3];
-        if (!measure(run_quantize, ids[t], x, q, y, n, runs, qr) || !measure(run_dequantize, ids[t], x, q, y, n, runs, dr))
+        if (!measure(run_quantize, info->id, x, q, y, n, runs, qr) || !measure(run_dequantize, info->id, x, q, y, n, runs, dr))
             return 1;
-        printf("| %s | %.0f [%.0f-%.0f] | %.0f [%.0f-%.0f] |\n", nb_type_name(ids[t]), qr[0], qr[1], qr[2], dr[0], dr[1],
-               dr[2]);
+        printf("| %s | %.0f [%.0f-%.0f] | %.0f [%.0f-%.0f] |\n", info->name, qr[0], qr[1], qr[2], dr[0], dr[1], dr[2]);
         fflush(stdout);
     }
     double r[3];
