@@ -18,12 +18,10 @@
 #include "formats/codes.h"
 #include "kernels/kernels.h"
 
-/* v already rounded to an integer value (or not finite): the dword vcvtps2dq gives ("integer
- * indefinite" INT32_MIN out of range), and the byte the signed saturating packs make of it. */
-static int32_t to_i32_x86(float v) { return v >= -2147483648.0f && v < 2147483648.0f ? (int32_t)v : INT32_MIN; }
+/* v already rounded to an integer value (or not finite): the byte vcvtps2dq + packs would give. */
 static int8_t to_i8_x86(float v) {
-    const int32_t i = to_i32_x86(v);
-    return (int8_t)(i > 127 ? 127 : i < -128 ? -128 : i);
+    if (!(v >= -2147483648.0f && v < 2147483648.0f)) return -128;
+    return (int8_t)(v > 127 ? 127 : v < -128 ? -128 : v);
 }
 
 void nb_act_q8_0_ref(const float *x, void *dst, int64_t n) {
@@ -37,21 +35,21 @@ void nb_act_q8_0_ref(const float *x, void *dst, int64_t n) {
     }
 }
 
-/* Q8_1: Q8_0's codes and d, s = fp16(d * isum) with the f32 d and the dwords' wrapping sum. */
+/* Q8_1: Q8_0's codes and d, s = fp16(amax/127 * isum), isum the sum of vcvtps2dq's dwords: the
+ * codes' sum (|x*id| <= 127 never saturates), but 0 when 127/amax overflows (every dword is then
+ * INT32_MIN, and 32 of them wrap to 0). */
 void nb_act_q8_1_ref(const float *x, void *dst, int64_t n) {
     nb_block_q8_1 *b = dst;
     for (int64_t i = 0; i < n / NB_QK8_1; i++, x += NB_QK8_1) {
+        nb_block_q8_0 q;
+        nb_act_q8_0_ref(x, &q, NB_QK8_1);
         float amax = 0;
-        for (int j = 0; j < NB_QK8_1; j++) amax = fmaxf(amax, fabsf(x[j]));
-        const float id = amax != 0 ? 127.f / amax : 0, d = amax / 127.f;
-        uint32_t isum = 0;
-        for (int j = 0; j < NB_QK8_1; j++) {
-            const float r = rintf(x[j] * id);
-            isum += (uint32_t)to_i32_x86(r);
-            b[i].qs[j] = to_i8_x86(r);
-        }
-        b[i].d = nb_fp32_to_fp16(d);
-        b[i].s = nb_fp32_to_fp16(d * (float)(int32_t)isum);
+        int sum = 0;
+        for (int j = 0; j < NB_QK8_1; j++) amax = fmaxf(amax, fabsf(x[j])), sum += q.qs[j];
+        if (isinf(127.f / amax)) sum = 0;
+        memcpy(b[i].qs, q.qs, sizeof q.qs);
+        b[i].d = q.d;
+        b[i].s = nb_fp32_to_fp16(amax / 127.f * (float)sum);
     }
 }
 
