@@ -147,20 +147,20 @@ static inline __m256i row_q5_1(const uint8_t *p, int64_t u) {
 }
 
 /* tile_units without an offset (vpdpbusd from 0: the codes are the unsigned factor), plus the
- * minimum's chain of the contract (kernels.h): row i's fma(m, s, macc) in lane i of mc[t], the
- * 4 rows' minimums (the field after d) gathered and converted like their scales, the token's d
- * and s by one vcvtph2ps. */
+ * minimum's chain of the contract (kernels.h). The 4 rows' (d, m) pairs, the blocks' first
+ * dword, are gathered in two general registers and widened by one vcvtph2ps into d0 m0 .. d3 m3,
+ * so that lane 2i of its product with the token's d is row i's scale and lane 2i+1 of
+ * mc[t] = fma(dm, s, mc[t]) is row i's chain (the even lanes' products are not used). */
 static inline __attribute__((always_inline)) void tile_min(row_fn dec, int ub, int nr, int T, int64_t nu,
                                                            const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
                                                            size_t as, float *y, size_t ldy) {
     const uint8_t *p[RT];
     nb_avx512_tile_rows(p, w, ws, rs, nr);
     const size_t pf = tile_prefetch(ws, rs, ub);
-    __m256 acc[RT][TMAX];
-    __m128 mc[TMAX];
+    __m256 acc[RT][TMAX], mc[TMAX];
     #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
-        mc[t] = _mm_setzero_ps();
+        mc[t] = _mm256_setzero_ps();
         #pragma GCC unroll 8
         for (int i = 0; i < RT; i++) acc[i][t] = _mm256_setzero_ps();
     }
@@ -169,29 +169,27 @@ static inline __attribute__((always_inline)) void tile_min(row_fn dec, int ub, i
             #pragma GCC unroll 8
             for (int i = 0; i < RT; i++) _mm_prefetch((const char *)p[i] + u * ub + pf, _MM_HINT_T0);
         __m256i q[RT];
-        uint64_t d4 = 0, m4 = 0;
+        uint64_t dm2[2] = {0, 0};
         #pragma GCC unroll 8
         for (int i = 0; i < RT; i++) {
             q[i] = dec(p[i], u);
-            uint16_t dm[2];
-            memcpy(dm, p[i] + u * ub, 4);
-            d4 |= (uint64_t)dm[0] << 16 * i;
-            m4 |= (uint64_t)dm[1] << 16 * i;
+            uint32_t v;
+            memcpy(&v, p[i] + u * ub, 4);
+            dm2[i / 2] |= (uint64_t)v << 32 * (i % 2);
         }
-        const __m256 sm = _mm256_cvtph_ps(_mm_set_epi64x((long long)m4, (long long)d4)); /* d of rows 0-3 | m of rows 0-3 */
-        const __m128 s = _mm256_castps256_ps128(sm), m = _mm256_extractf128_ps(sm, 1);
+        const __m256 dm = _mm256_cvtph_ps(_mm_set_epi64x((long long)dm2[1], (long long)dm2[0]));
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const nb_block_q8_1 *ab = (const nb_block_q8_1 *)(a + (size_t)t * as) + u;
             int32_t ds;
             memcpy(&ds, ab, 4);
-            const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(ds)); /* d, s */
+            const __m256 f = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi32_si128(ds))); /* d, s */
             const __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);
-            const __m256 sd = _mm256_castps128_ps256(_mm_mul_ps(s, _mm_broadcastss_ps(f)));
-            mc[t] = _mm_fmadd_ps(m, _mm_shuffle_ps(f, f, 0x55), mc[t]);
+            const __m256 sd = _mm256_mul_ps(dm, _mm256_broadcastss_ps(_mm256_castps256_ps128(f)));
+            mc[t] = _mm256_fmadd_ps(dm, _mm256_permutexvar_ps(_mm256_set1_epi32(1), f), mc[t]);
             #pragma GCC unroll 8
             for (int i = 0; i < RT; i++) {
-                const __m256 si = _mm256_permutexvar_ps(_mm256_set1_epi32(i), sd);
+                const __m256 si = _mm256_permutexvar_ps(_mm256_set1_epi32(2 * i), sd);
                 acc[i][t] = _mm256_fmadd_ps(si, _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q[i], av)),
                                             acc[i][t]);
             }
@@ -199,10 +197,10 @@ static inline __attribute__((always_inline)) void tile_min(row_fn dec, int ub, i
     }
     #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
-        float mv[4];
-        _mm_storeu_ps(mv, mc[t]);
+        float mv[8];
+        _mm256_storeu_ps(mv, mc[t]);
         #pragma GCC unroll 8
-        for (int i = 0; i < nr; i++) y[(size_t)t * ldy + (size_t)i * rs] = nb_avx2_lane_sum(acc[i][t]) + mv[i];
+        for (int i = 0; i < nr; i++) y[(size_t)t * ldy + (size_t)i * rs] = nb_avx2_lane_sum(acc[i][t]) + mv[2 * i + 1];
     }
 }
 
