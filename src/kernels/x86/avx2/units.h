@@ -1,7 +1,7 @@
 /*
  * units.h: the AVX2 32-element-unit kernels (Q4_0, Q5_0, Q8_0, MXFP4, NVFP4 weights x Q8_0
- * activations, or their Q8_0X forms; Q4_1, Q5_1 x Q8_1: tile_m); units_avx2.c instantiates them. (The AVX-512 set has its
- * own kernels: x86/avx512/units_avx512.c.)
+ * activations, or their Q8_0X forms; Q4_1, Q5_1 x Q8_1: tile_m); units_avx2.c instantiates them.
+ * (The AVX-512 set has its own kernels: x86/avx512/units_avx512.c.)
  *
  * Every type is read as 32-element units (a block; NVFP4: half a block) decoded in registers to
  * 32 bytes plus scales. vpmaddubsw multiplies unsigned by signed bytes, then vpmaddwd with ones
