@@ -20,44 +20,38 @@ typedef struct {
     float s_lo, s_hi, m;
 } unit32;
 
+/* 16 packed bytes (and a qh word for five-bit codes, else NULL) as 32 codes less off. */
+static void codes_split(const uint8_t *qs, const uint8_t *qh4, int off, int8_t q[32]) {
+    uint32_t qh = 0;
+    if (qh4) memcpy(&qh, qh4, 4);
+    for (int j = 0; j < 16; j++) {
+        q[j] = (int8_t)(((qs[j] & 15) | (((qh >> j) & 1) << 4)) - off);
+        q[j + 16] = (int8_t)(((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - off);
+    }
+}
+
 static void unit_q4_0(const void *row, int64_t u, unit32 *o) {
     const nb_block_q4_0 *b = (const nb_block_q4_0 *)row + u;
-    for (int j = 0; j < 16; j++) {
-        o->q[j] = (int8_t)((b->qs[j] & 15) - 8);
-        o->q[j + 16] = (int8_t)((b->qs[j] >> 4) - 8);
-    }
+    codes_split(b->qs, NULL, 8, o->q);
     o->s_lo = o->s_hi = nb_fp16_to_fp32(b->d);
 }
 
 static void unit_q5_0(const void *row, int64_t u, unit32 *o) {
     const nb_block_q5_0 *b = (const nb_block_q5_0 *)row + u;
-    uint32_t qh;
-    memcpy(&qh, b->qh, 4);
-    for (int j = 0; j < 16; j++) {
-        o->q[j] = (int8_t)(((b->qs[j] & 15) | (((qh >> j) & 1) << 4)) - 16);
-        o->q[j + 16] = (int8_t)(((b->qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16);
-    }
+    codes_split(b->qs, b->qh, 16, o->q);
     o->s_lo = o->s_hi = nb_fp16_to_fp32(b->d);
 }
 
 static void unit_q4_1(const void *row, int64_t u, unit32 *o) {
     const nb_block_q4_1 *b = (const nb_block_q4_1 *)row + u;
-    for (int j = 0; j < 16; j++) {
-        o->q[j] = (int8_t)(b->qs[j] & 15);
-        o->q[j + 16] = (int8_t)(b->qs[j] >> 4);
-    }
+    codes_split(b->qs, NULL, 0, o->q);
     o->s_lo = o->s_hi = nb_fp16_to_fp32(b->d);
     o->m = nb_fp16_to_fp32(b->m);
 }
 
 static void unit_q5_1(const void *row, int64_t u, unit32 *o) {
     const nb_block_q5_1 *b = (const nb_block_q5_1 *)row + u;
-    uint32_t qh;
-    memcpy(&qh, b->qh, 4);
-    for (int j = 0; j < 16; j++) {
-        o->q[j] = (int8_t)((b->qs[j] & 15) | (((qh >> j) & 1) << 4));
-        o->q[j + 16] = (int8_t)((b->qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
-    }
+    codes_split(b->qs, b->qh, 0, o->q);
     o->s_lo = o->s_hi = nb_fp16_to_fp32(b->d);
     o->m = nb_fp16_to_fp32(b->m);
 }
