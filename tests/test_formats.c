@@ -99,6 +99,7 @@ TEST(round_trip_error_bounds) {
         {NB_TYPE_Q8_0, 32, 0.01, 0.0045},  {NB_TYPE_Q5_0, 32, 0.05, 0.0635},    {NB_TYPE_Q4_0, 32, 0.10, 0.126},
         {NB_TYPE_Q6_K, 256, 0.03, 0.05},   {NB_TYPE_Q5_K, 256, 0.05, 0.06},     {NB_TYPE_Q4_K, 256, 0.10, 0.12},
         {NB_TYPE_Q8_K, 256, 0.02, 0.0045}, {NB_TYPE_MXFP4, 32, 0.15, 0.25},     {NB_TYPE_NVFP4, 16, 0.12, 0.18},
+        {NB_TYPE_Q4_1, 32, 0.09, 0.07},    {NB_TYPE_Q5_1, 32, 0.045, 0.035},   {NB_TYPE_Q8_1, 32, 0.01, 0.0045},
     };
     for (size_t t = 0; t < sizeof want / sizeof want[0]; t++) {
         double rms, mx;
@@ -169,16 +170,16 @@ TEST(nonfinite_input_is_refused_with_its_index) {
 
 TEST(unknown_and_unsupported_ids_are_refused_by_name) {
     size_t bytes;
-    CHECK(nb_quantize(3, xbuf, qbuf, 32) == NB_ERR_UNSUPPORTED, "q4_1 quantize");
-    CHECK(contains(nb_last_error(), "q4_1"), "names q4_1: %s", nb_last_error());
-    CHECK(nb_dequantize(3, qbuf, ybuf, 32) == NB_ERR_UNSUPPORTED && contains(nb_last_error(), "q4_1"), "q4_1 deq");
+    CHECK(nb_quantize(16, xbuf, qbuf, 256) == NB_ERR_UNSUPPORTED, "iq2_xxs quantize");
+    CHECK(contains(nb_last_error(), "iq2_xxs"), "names iq2_xxs: %s", nb_last_error());
+    CHECK(nb_dequantize(16, qbuf, ybuf, 256) == NB_ERR_UNSUPPORTED && contains(nb_last_error(), "iq2_xxs"), "iq2_xxs deq");
     CHECK(nb_dequantize(10, qbuf, ybuf, 256) == NB_ERR_UNSUPPORTED && contains(nb_last_error(), "q2_K"), "q2_K");
     CHECK(nb_dequantize(41, qbuf, ybuf, 256) == NB_ERR_UNSUPPORTED && contains(nb_last_error(), "q1_0"), "q1_0 (ggml's newest id): %s",
           nb_last_error());
     CHECK(nb_quantize(99, xbuf, qbuf, 32) == NB_ERR_UNSUPPORTED && contains(nb_last_error(), "99"), "id 99");
     CHECK(contains(nb_last_error(), "unknown"), "id 99 is unknown: %s", nb_last_error());
     CHECK(nb_row_bytes(-1, 32, &bytes) == NB_ERR_UNSUPPORTED, "id -1");
-    CHECK(nb_type_get(3) == NULL && nb_type_get(99) == NULL, "no rows for unsupported ids");
+    CHECK(nb_type_get(16) == NULL && nb_type_get(99) == NULL, "no rows for unsupported ids");
 }
 
 /* --------------------------------------------- the table and bits per weight */
@@ -192,6 +193,7 @@ TEST(type_table_sizes_and_bits_per_weight) {
         {NB_TYPE_Q4_0, 32, 18, 4.5},    {NB_TYPE_Q5_0, 32, 22, 5.5},     {NB_TYPE_Q8_0, 32, 34, 8.5},
         {NB_TYPE_Q4_K, 256, 144, 4.5},  {NB_TYPE_Q5_K, 256, 176, 5.5},   {NB_TYPE_Q6_K, 256, 210, 6.5625},
         {NB_TYPE_Q8_K, 256, 292, 9.125}, {NB_TYPE_MXFP4, 32, 17, 4.25},  {NB_TYPE_NVFP4, 64, 36, 4.5},
+        {NB_TYPE_Q4_1, 32, 20, 5},      {NB_TYPE_Q5_1, 32, 24, 6},       {NB_TYPE_Q8_1, 32, 36, 9},
     };
     for (size_t t = 0; t < sizeof want / sizeof want[0]; t++) {
         const nb_type_info *info = nb_type_get(want[t].id);
@@ -226,9 +228,10 @@ TEST(type_table_rows_names_and_fallbacks) {
         }
     }
     CHECK(n >= 12 && q8_k == 1 && nb_type_at(-1) == NULL && nb_type_at(n) == NULL, "%d rows", n);
-    CHECK(nb_type_from_name("Q4_k") == NB_TYPE_Q4_K && nb_type_from_name("q4_1") == -1 && nb_type_from_name(NULL) == -1,
-          "names in any case; none for types without a codec");
-    CHECK(!strcmp(nb_type_name(7), "q5_1") && !strcmp(nb_type_name(4), "q4_2 (retired)") && !strcmp(nb_type_name(42), "unknown") &&
+    CHECK(nb_type_from_name("Q4_k") == NB_TYPE_Q4_K && nb_type_from_name("q4_1") == NB_TYPE_Q4_1 &&
+          nb_type_from_name("q8_1") == -1 && nb_type_from_name("iq2_xxs") == -1 && nb_type_from_name(NULL) == -1,
+          "names in any case; none for activation types and types without a codec");
+    CHECK(!strcmp(nb_type_name(16), "iq2_xxs") && !strcmp(nb_type_name(4), "q4_2 (retired)") && !strcmp(nb_type_name(42), "unknown") &&
           !strcmp(nb_type_name(-1), "unknown"), "ggml's names of ids without a codec");
     /* what llama.cpp's K-quant recipes wanted where a file holds a fallback */
     for (int id = 0; id < 64; id++) {
@@ -384,6 +387,52 @@ TEST(legacy_lane_placement) {
         int bit = (b5.qh[t / 8] >> (t % 8)) & 1;
         CHECK(y4[t] == 2.0f * (code - 8), "q4_0 lane %d", t);
         CHECK(y5[t] == 2.0f * ((code | bit << 4) - 16), "q5_0 lane %d", t);
+    }
+}
+
+TEST(q4_1_q5_1_lane_placement_and_minimum) {
+    /* Q4_1/Q5_1: Q4_0's and Q5_0's code placement, unsigned codes, element = q*d + m. */
+    nb_block_q4_1 b4;
+    nb_block_q5_1 b5;
+    b4.d = b5.d = fp16(0.5f);
+    b4.m = b5.m = fp16(-3.0f);
+    for (int j = 0; j < 16; j++) b4.qs[j] = b5.qs[j] = (uint8_t)rng_next();
+    for (int j = 0; j < 4; j++) b5.qh[j] = (uint8_t)rng_next();
+    float y4[32], y5[32];
+    CHECK(nb_dequantize(NB_TYPE_Q4_1, &b4, y4, 32) == NB_OK && nb_dequantize(NB_TYPE_Q5_1, &b5, y5, 32) == NB_OK, "dq");
+    for (int t = 0; t < 32; t++) {
+        int code = t < 16 ? b4.qs[t] & 15 : b4.qs[t - 16] >> 4;
+        int bit = (b5.qh[t / 8] >> (t % 8)) & 1;
+        CHECK(y4[t] == 0.5f * code - 3.0f, "q4_1 lane %d", t);
+        CHECK(y5[t] == 0.5f * (code | bit << 4) - 3.0f, "q5_1 lane %d", t);
+    }
+    /* the rule: d = (max - min)/15 (31), m = min, code = trunc((x - min)/d + 0.5); the minimum
+     * and maximum are exact codes 0 and 15 (31), a value half a step up rounds up */
+    for (int j = 0; j < 32; j++) xbuf[j] = -3.0f + 0.5f * (float)((j * 7) % 16);
+    xbuf[5] = -3.0f + 0.5f * 3.5f; /* x = min + 3.5 d: code 4 */
+    CHECK(nb_quantize(NB_TYPE_Q4_1, xbuf, &b4, 32) == NB_OK, "%s", nb_last_error());
+    CHECK(b4.d == fp16(0.5f) && b4.m == fp16(-3.0f), "d %g m %g", nb_fp16_to_fp32(b4.d), nb_fp16_to_fp32(b4.m));
+    CHECK((b4.qs[5] & 15) == 4, "half a step rounds up: code %d", b4.qs[5] & 15);
+    CHECK(nb_dequantize(NB_TYPE_Q4_1, &b4, y4, 32) == NB_OK, "dq");
+    for (int j = 0; j < 32; j++) CHECK(j == 5 || y4[j] == xbuf[j], "q4_1 grid value %d: %g, want %g", j, y4[j], xbuf[j]);
+    for (int j = 0; j < 32; j++) xbuf[j] = 1.0f + 0.25f * (float)((j * 5) % 32);
+    CHECK(nb_quantize(NB_TYPE_Q5_1, xbuf, &b5, 32) == NB_OK && nb_dequantize(NB_TYPE_Q5_1, &b5, y5, 32) == NB_OK, "q5_1");
+    CHECK(b5.d == fp16(0.25f) && b5.m == fp16(1.0f), "q5_1 d %g m %g", nb_fp16_to_fp32(b5.d), nb_fp16_to_fp32(b5.m));
+    for (int j = 0; j < 32; j++) CHECK(y5[j] == xbuf[j], "q5_1 grid value %d: %g, want %g", j, y5[j], xbuf[j]);
+}
+
+TEST(q8_1_sum_field) {
+    /* Q8_1 (the file rule): Q8_0's codes and d, and s = fp16(d * sum of the codes). */
+    for (int i = 0; i < 64; i++) xbuf[i] = rng_normal();
+    nb_block_q8_1 b[2];
+    nb_block_q8_0 b0[2];
+    CHECK(nb_quantize(NB_TYPE_Q8_1, xbuf, b, 64) == NB_OK && nb_quantize(NB_TYPE_Q8_0, xbuf, b0, 64) == NB_OK, "quantize");
+    for (int k = 0; k < 2; k++) {
+        int sum = 0;
+        float amax = 0;
+        for (int j = 0; j < 32; j++) sum += b[k].qs[j], amax = fmaxf(amax, fabsf(xbuf[32 * k + j]));
+        CHECK(!memcmp(b[k].qs, b0[k].qs, 32) && b[k].d == b0[k].d, "block %d: q8_0's codes and d", k);
+        CHECK(b[k].s == fp16((float)sum * (amax / 127)), "block %d s", k);
     }
 }
 
@@ -587,6 +636,8 @@ int main(void) {
     RUN(q4_k_and_q5_k_lane_placement_all_256);
     RUN(q6_k_lane_placement_all_256);
     RUN(legacy_lane_placement);
+    RUN(q4_1_q5_1_lane_placement_and_minimum);
+    RUN(q8_1_sum_field);
     RUN(mxfp4_codes_and_article_scale_0x7e);
     RUN(nvfp4_split_half_lane_order_and_article_e4m3);
     RUN(mxfp4_reference_clips_and_roundup_does_not);

@@ -450,25 +450,25 @@ TEST(unsupported_types) {
     static uint8_t data[2 * 18];
     int64_t ne[1] = {64};
     CHECK(!nb_gguf_writer_add_tensor(w, "blk.0.ffn_up.weight", NB_TYPE_Q4_0, 1, ne, data), "%s", nb_last_error());
-    const char *path = tmp_path("q4_1.gguf");
+    const char *path = tmp_path("iq4_nl.gguf");
     CHECK(!nb_gguf_writer_write(w, path), "write");
     nb_gguf_writer_free(w);
     size_t len;
     uint8_t *buf = read_all(path, &len);
     if (!buf) return;
-    /* tensor info: name, u32 n_dims = 1, i64 64, u32 type = 2: Q4_1 (id 3) has 20-byte blocks */
+    /* tensor info: name, u32 n_dims = 1, i64 64, u32 type = 2: IQ4_NL (id 20) has Q4_0's 18-byte blocks */
     uint8_t pat[16] = {1, 0, 0, 0, 64, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0};
     size_t at = find_bytes(buf, len, pat, sizeof pat);
     CHECK(at, "type field not found");
-    buf[at + 12] = 3;
-    size_t len2 = len + 4; /* 40 bytes of Q4_1 data instead of 36 */
+    buf[at + 12] = 20;
+    size_t len2 = len;
     uint8_t *buf2 = calloc(1, len2 + 64);
     memcpy(buf2, buf, len);
     nb_gguf *g;
     nb_status s = nb_gguf_parse(buf2, len2, &g);
-    CHECK(s == NB_ERR_UNSUPPORTED && strstr(nb_last_error(), "blk.0.ffn_up.weight") && strstr(nb_last_error(), "q4_1"),
+    CHECK(s == NB_ERR_UNSUPPORTED && strstr(nb_last_error(), "blk.0.ffn_up.weight") && strstr(nb_last_error(), "iq4_nl"),
           "default refuses naming tensor and type: %d %s", s, nb_last_error());
-    FILE *f = fopen(tmp_path("q4_1.gguf"), "wb"); /* for the inspect test */
+    FILE *f = fopen(tmp_path("iq4_nl.gguf"), "wb"); /* for the inspect test */
     if (f) {
         fwrite(buf2, 1, len2, f);
         fclose(f);
@@ -477,7 +477,7 @@ TEST(unsupported_types) {
     CHECK(!s, "listed: %s", nb_last_error());
     if (!s) {
         const nb_gguf_tensor *t = nb_gguf_tensor_at(g, 0);
-        CHECK(t->type == 3 && !t->supported && t->bytes == 40 && nb_gguf_unsupported_count(g) == 1, "q4_1 listed");
+        CHECK(t->type == 20 && !t->supported && t->bytes == 36 && nb_gguf_unsupported_count(g) == 1, "iq4_nl listed");
         nb_gguf_close(g);
     }
     buf2[at + 12] = 4; /* retired even when listing */
@@ -493,7 +493,7 @@ TEST(writer_refusals) {
     int64_t ne[2] = {640, 2};
     CHECK(nb_gguf_writer_add_tensor(w, "x", NB_TYPE_Q4_K, 2, ne, data) == NB_ERR_INVALID_ARG, "row not a block multiple");
     ne[0] = 256;
-    CHECK(nb_gguf_writer_add_tensor(w, "x", 3, 2, ne, data) == NB_ERR_UNSUPPORTED, "q4_1");
+    CHECK(nb_gguf_writer_add_tensor(w, "x", 20, 2, ne, data) == NB_ERR_UNSUPPORTED, "iq4_nl");
     CHECK(nb_gguf_writer_add_tensor(w, "x", NB_TYPE_Q8_K, 2, ne, data) == NB_ERR_UNSUPPORTED, "q8_K is not a weight");
     CHECK(nb_gguf_writer_add_tensor(w, "", NB_TYPE_F32, 2, ne, data) == NB_ERR_INVALID_ARG, "empty name");
     char longname[80];
@@ -632,8 +632,8 @@ TEST(inspect_cli) {
         CHECK(strstr(out, nb_type_get(weight_types[i])->name), "census lacks %s", nb_type_get(weight_types[i])->name);
     snprintf(args, sizeof args, "--tensors %s", tmp_path("sample.gguf"));
     CHECK(inspect(args, out, sizeof out) == 0 && strstr(out, "blk.10.nvfp4.weight"), "--tensors: %s", out);
-    snprintf(args, sizeof args, "%s", tmp_path("q4_1.gguf"));
-    CHECK(inspect(args, out, sizeof out) == 1 && strstr(out, "tensor 'blk.0.ffn_up.weight' has type q4_1"),
+    snprintf(args, sizeof args, "%s", tmp_path("iq4_nl.gguf"));
+    CHECK(inspect(args, out, sizeof out) == 1 && strstr(out, "tensor 'blk.0.ffn_up.weight' has type iq4_nl"),
           "unsupported: %s", out);
     CHECK(inspect("tests/corpus/bad/tensors_overlap.bad", out, sizeof out) == 1 && strstr(out, "overlaps"),
           "damaged: %s", out);

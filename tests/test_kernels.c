@@ -221,7 +221,9 @@ TEST(reference_matches_double) {
             fill_nan(p.y, 6);
             CHECK(nb_matmul_isa(NB_ISA_REF, NULL, p.type, p.w, 0, 3, n, p.x, 2, p.y, (nb_route)route) == NB_OK, "matmul");
             const nb_kernel *k = nb_kernel_get(NB_ISA_REF, p.type);
-            int ab = route == NB_ROUTE_QUANT ? (k->act_type == NB_TYPE_Q8_K ? 256 : k->act_type == NB_TYPE_Q8_0 ? 32 : 0) : 0;
+            int ab = route == NB_ROUTE_QUANT ? (k->act_type == NB_TYPE_Q8_K ? 256 : k->act_type == NB_TYPE_Q8_0 || k->act_type == NB_TYPE_Q8_1 ? 32 : 0) : 0;
+            const int q8_1 = route == NB_ROUTE_QUANT && k->act_type == NB_TYPE_Q8_1;
+            const size_t bb = (size_t)nb_type_get(p.type)->block_bytes, wrow = bb * (size_t)(n / 32);
             for (int t = 0; t < 2; t++)
                 for (int o = 0; o < 3; o++) {
                     double exact = 0, mag = 0, qerr = 0;
@@ -234,6 +236,13 @@ TEST(reference_matches_double) {
                             for (int64_t j = i / ab * ab; j < i / ab * ab + ab; j++) amax = fmax(amax, fabs(p.x[t * n + j]));
                             qerr += fabs(wv) * amax / 254 * 1.0001;
                             mag += fabs(wv) * amax / 254;
+                            /* Q8_1's s, d * (sum of 32 codes) by the unrounded d, rounded to fp16: the
+                             * block's minimum m meets it, off by |m| * 2^-10 * d * 32 * 127 at most */
+                            if (q8_1 && i % ab == 0) {
+                                uint16_t m;
+                                memcpy(&m, (const uint8_t *)p.w + (size_t)o * wrow + (size_t)(i / 32) * bb + 2, 2);
+                                qerr += fabs(nb_fp16_to_fp32(m)) * amax / 32;
+                            }
                         }
                     }
                     double got = p.y[t * 3 + o], tol = qerr + 4.0 * (double)n * 0x1p-24 * mag;
@@ -247,8 +256,8 @@ TEST(reference_matches_double) {
 
 /* The same matmul with 1, 2 and 3 threads gives the same bits (and equals the pool-less call). */
 TEST(thread_count_invariance) {
-    static const int tt[] = {NB_TYPE_Q8_0, NB_TYPE_Q4_K, NB_TYPE_NVFP4, NB_TYPE_F16};
-    for (int ti = 0; ti < 4; ti++) {
+    static const int tt[] = {NB_TYPE_Q8_0, NB_TYPE_Q4_K, NB_TYPE_NVFP4, NB_TYPE_F16, NB_TYPE_Q4_1, NB_TYPE_Q5_1};
+    for (int ti = 0; ti < 6; ti++) {
         problem p;
         int64_t n = nb_type_get(tt[ti])->block_elems == 256 ? 512 : 128;
         CHECK(make(&p, tt[ti], 37, n, 5), "setup");
@@ -300,13 +309,25 @@ static void act_row(float *x, int64_t n, int kind) {
     }
 }
 
-/* The Q8_0 activation rule written out directly (kernels.h), with explicit tie cases. */
+/* The Q8_0 activation rule written out directly (kernels.h), with explicit tie cases; Q8_1's
+ * codes and d are Q8_0's, its s is fp16(d * sum of codes) by the unrounded d. */
 TEST(act_q8_0_reference_rule) {
     float x[256];
     nb_block_q8_0 q[8];
+    nb_block_q8_1 q1[8];
     for (int kind = 0; kind < 7; kind++) {
         act_row(x, 256, kind);
         nb_act_q8_0_ref(x, q, 256);
+        nb_act_q8_1_ref(x, q1, 256);
+        for (int b = 0; b < 8; b++) {
+            float amax = 0;
+            int sum = 0;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * b + j])), sum += q[b].qs[j];
+            CHECK(!memcmp(q1[b].qs, q[b].qs, 32) && q1[b].d == q[b].d, "kind %d block %d: q8_1 codes and d are q8_0's", kind, b);
+            /* blocks whose 127/amax overflows: every dword is INT32_MIN, 32 of them sum to 0 */
+            if (isinf(127.f / amax)) sum = 0;
+            CHECK(q1[b].s == nb_fp32_to_fp16(amax / 127.f * (float)sum), "kind %d block %d s", kind, b);
+        }
         for (int b = 0; b < 8; b++) {
             const float *v = x + 32 * b;
             float amax = 0;
@@ -330,7 +351,7 @@ TEST(act_q8_0_reference_rule) {
     CHECK(q[0].qs[3] == 3, "the file quantizer rounds 2.5 away from zero: %d", q[0].qs[3]);
 }
 
-/* Every ISA's activation quantizers give the reference's bytes (Q8_0: the rule above; Q8_K:
+/* Every ISA's activation quantizers give the reference's bytes (Q8_0, Q8_1: the rules above; Q8_K:
  * nb_q8_k_quantize_ref; Q8_0X: Q8_0 plus derived values). */
 TEST(act_quantizers_match_reference) {
     const int64_t n = 2560;
@@ -346,8 +367,8 @@ TEST(act_quantizers_match_reference) {
                     if (k3 == 2 && (j == (kind * 8) % 200 || j == (kind * 8) % 200 + 3))
                         x[i] = (j == (kind * 8) % 200) == (kind % 2) ? 2.0f : -2.0f;
                 }
-            for (int at = 0; at < 3; at++) {
-                int type = at == 0 ? NB_TYPE_Q8_0 : at == 1 ? NB_TYPE_Q8_K : NB_ACT_Q8_0X;
+            for (int at = 0; at < 4; at++) {
+                int type = at == 0 ? NB_TYPE_Q8_0 : at == 1 ? NB_TYPE_Q8_K : at == 2 ? NB_ACT_Q8_0X : NB_TYPE_Q8_1;
                 size_t bytes = nb_act_row_bytes(type, n);
                 memset(a, 0xAA, bytes), memset(b, 0x55, bytes);
                 nb_quantize_act(NB_ISA_REF, type, x, a, n);
@@ -383,7 +404,7 @@ TEST(bad_arguments) {
     CHECK(nb_matmul(NULL, NB_TYPE_Q8_0, w, 2, 48, x, 1, y) == NB_ERR_INVALID_ARG, "n_in 48 for q8_0");
     CHECK(strstr(nb_last_error(), "48") != NULL, "message names the length: %s", nb_last_error());
     CHECK(nb_matmul(NULL, NB_TYPE_Q4_K, w, 1, 64, x, 1, y) == NB_ERR_INVALID_ARG, "n_in 64 for q4_K");
-    CHECK(nb_matmul(NULL, 3, w, 1, 32, x, 1, y) == NB_ERR_UNSUPPORTED, "q4_1 has no kernel");
+    CHECK(nb_matmul(NULL, 10, w, 1, 256, x, 1, y) == NB_ERR_UNSUPPORTED, "q2_K has no kernel");
     CHECK(nb_matmul(NULL, NB_TYPE_Q8_K, w, 1, 256, x, 1, y) == NB_ERR_UNSUPPORTED, "q8_K is not a weight type");
     CHECK(nb_matmul(NULL, NB_TYPE_Q8_0, NULL, 1, 32, x, 1, y) == NB_ERR_INVALID_ARG, "NULL w");
     CHECK(nb_matmul(NULL, NB_TYPE_Q8_0, w, -1, 32, x, 1, y) == NB_ERR_RANGE, "negative rows");

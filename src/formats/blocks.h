@@ -13,8 +13,11 @@
 #include <stdint.h>
 
 #define NB_QK4_0 32
+#define NB_QK4_1 32
 #define NB_QK5_0 32
+#define NB_QK5_1 32
 #define NB_QK8_0 32
+#define NB_QK8_1 32
 #define NB_QK_K 256
 #define NB_K_SCALE_BYTES 12
 #define NB_QK_MXFP4 32
@@ -29,16 +32,38 @@ static_assert(sizeof(nb_block_q4_0) == 18, "q4_0 block");
 
 typedef struct {
     uint16_t d;               /* fp16 scale */
+    uint16_t m;               /* fp16 minimum: element = q*d + m */
+    uint8_t qs[NB_QK4_1 / 2]; /* as q4_0 */
+} nb_block_q4_1;
+static_assert(sizeof(nb_block_q4_1) == 20, "q4_1 block");
+
+typedef struct {
+    uint16_t d;               /* fp16 scale */
     uint8_t qh[4];            /* u32 little endian: bit j = fifth bit of element j */
     uint8_t qs[NB_QK5_0 / 2]; /* as q4_0 */
 } nb_block_q5_0;
 static_assert(sizeof(nb_block_q5_0) == 22, "q5_0 block");
 
 typedef struct {
+    uint16_t d;               /* fp16 scale */
+    uint16_t m;               /* fp16 minimum: element = q*d + m */
+    uint8_t qh[4];            /* as q5_0 */
+    uint8_t qs[NB_QK5_1 / 2]; /* as q4_0 */
+} nb_block_q5_1;
+static_assert(sizeof(nb_block_q5_1) == 24, "q5_1 block");
+
+typedef struct {
     uint16_t d;           /* fp16 scale */
     int8_t qs[NB_QK8_0];  /* element j */
 } nb_block_q8_0;
 static_assert(sizeof(nb_block_q8_0) == 34, "q8_0 block");
+
+typedef struct {
+    uint16_t d;           /* fp16 scale */
+    uint16_t s;           /* fp16 of d * (sum of qs), d before its rounding to fp16 */
+    int8_t qs[NB_QK8_1];  /* element j */
+} nb_block_q8_1;
+static_assert(sizeof(nb_block_q8_1) == 36, "q8_1 block");
 
 typedef struct {
     uint16_t d;                     /* fp16 super-block scale of the 6-bit scales */
@@ -89,8 +114,11 @@ void nb_f32_quantize_ref(const float *x, void *y, int64_t k);
 void nb_f16_quantize_ref(const float *x, void *y, int64_t k);
 void nb_bf16_quantize_ref(const float *x, void *y, int64_t k);
 void nb_q4_0_quantize_ref(const float *x, void *y, int64_t k);
+void nb_q4_1_quantize_ref(const float *x, void *y, int64_t k);
 void nb_q5_0_quantize_ref(const float *x, void *y, int64_t k);
+void nb_q5_1_quantize_ref(const float *x, void *y, int64_t k);
 void nb_q8_0_quantize_ref(const float *x, void *y, int64_t k);
+void nb_q8_1_quantize_ref(const float *x, void *y, int64_t k);
 void nb_q4_k_quantize_ref(const float *x, void *y, int64_t k);
 void nb_q5_k_quantize_ref(const float *x, void *y, int64_t k);
 void nb_q6_k_quantize_ref(const float *x, void *y, int64_t k);
@@ -103,8 +131,11 @@ void nb_f32_dequantize(const void *x, float *y, int64_t k);
 void nb_f16_dequantize(const void *x, float *y, int64_t k);
 void nb_bf16_dequantize(const void *x, float *y, int64_t k);
 void nb_q4_0_dequantize(const void *x, float *y, int64_t k);
+void nb_q4_1_dequantize(const void *x, float *y, int64_t k);
 void nb_q5_0_dequantize(const void *x, float *y, int64_t k);
+void nb_q5_1_dequantize(const void *x, float *y, int64_t k);
 void nb_q8_0_dequantize(const void *x, float *y, int64_t k);
+void nb_q8_1_dequantize(const void *x, float *y, int64_t k);
 void nb_q4_k_dequantize(const void *x, float *y, int64_t k);
 void nb_q5_k_dequantize(const void *x, float *y, int64_t k);
 void nb_q6_k_dequantize(const void *x, float *y, int64_t k);

@@ -22,20 +22,25 @@
 #define RETIRED(ID, NAME) GGML(ID, NAME " (retired)", 0, 0, NB_TYPE_RETIRED, -1)
 
 /* ggml ids nibble has no codec for that the fallback rules name. */
-enum { Q5_1 = 7, Q2_K = 10, Q3_K = 11, IQ4_NL = 20 };
+enum { Q2_K = 10, Q3_K = 11, IQ4_NL = 20 };
 
 static const nb_type_traits table[] = {
     ROW(NB_TYPE_F32, "f32", 1, 4, 1, f32, 0, -1, -1, "one element: fp32 [0,4)"),
     ROW(NB_TYPE_F16, "f16", 1, 2, 1, f16, 0, -1, -1, "one element: fp16 [0,2)"),
     ROW(NB_TYPE_Q4_0, "q4_0", NB_QK4_0, sizeof(nb_block_q4_0), 1, q4_0, 0, -1, Q2_K,
         "d fp16 [0,2) | qs 16 B [2,18): byte j = element j (low nibble), j+16 (high)"),
-    NAMED(3, "q4_1", 32, 20), RETIRED(4, "q4_2"), RETIRED(5, "q4_3"),
+    ROW(NB_TYPE_Q4_1, "q4_1", NB_QK4_1, sizeof(nb_block_q4_1), 1, q4_1, 0, -1, -1,
+        "d fp16 [0,2) | m fp16 [2,4) | qs 16 B [4,20) as q4_0; element = q*d + m"),
+    RETIRED(4, "q4_2"), RETIRED(5, "q4_3"),
     ROW(NB_TYPE_Q5_0, "q5_0", NB_QK5_0, sizeof(nb_block_q5_0), 1, q5_0, 0, -1, NB_TYPE_Q4_K,
         "d fp16 [0,2) | qh u32 [2,6): bit j = fifth bit of element j | qs 16 B [6,22) as q4_0"),
-    GGML(Q5_1, "q5_1", 32, 24, 0, NB_TYPE_Q5_K),
+    ROW(NB_TYPE_Q5_1, "q5_1", NB_QK5_1, sizeof(nb_block_q5_1), 1, q5_1, 0, -1, NB_TYPE_Q5_K,
+        "d fp16 [0,2) | m fp16 [2,4) | qh u32 [4,8) as q5_0 | qs 16 B [8,24) as q4_0; element = q*d + m"),
     ROW(NB_TYPE_Q8_0, "q8_0", NB_QK8_0, sizeof(nb_block_q8_0), 1, q8_0, 0, -1, NB_TYPE_Q6_K,
         "d fp16 [0,2) | qs int8 x 32 [2,34): byte j = element j"),
-    NAMED(9, "q8_1", 32, 36), GGML(Q2_K, "q2_K", 256, 84, NB_TYPE_KQUANT, -1),
+    ROW(NB_TYPE_Q8_1, "q8_1", NB_QK8_1, sizeof(nb_block_q8_1), 0, q8_1, 0, -1, -1,
+        "d fp16 [0,2) | s fp16 [2,4): d * sum of qs | qs int8 x 32 [4,36): byte j = element j"),
+    GGML(Q2_K, "q2_K", 256, 84, NB_TYPE_KQUANT, -1),
     GGML(Q3_K, "q3_K", 256, 110, NB_TYPE_KQUANT, -1),
     ROW(NB_TYPE_Q4_K, "q4_K", NB_QK_K, sizeof(nb_block_q4_k), 1, q4_k, NB_TYPE_KQUANT, NB_TYPE_Q5_0, -1,
         "d fp16 [0,2) | dmin fp16 [2,4) | scales 12 B [4,16) | qs 128 B [16,144): qs[32c+l] = lanes 64c+l "

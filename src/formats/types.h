@@ -9,6 +9,9 @@
 
 #include "nibble.h"
 
+/* ggml ids with a codec that include/nibble.h's nb_type does not name (yet). */
+enum { NB_TYPE_Q4_1 = 3, NB_TYPE_Q5_1 = 7, NB_TYPE_Q8_1 = 9 };
+
 typedef void (*nb_quantize_fn)(const float *x, void *y, int64_t k);
 typedef void (*nb_dequantize_fn)(const void *x, float *y, int64_t k);
 
@@ -24,8 +27,7 @@ typedef struct nb_type_traits {
     nb_dequantize_fn dequantize;
     unsigned flags;     /* NB_TYPE_* */
     /* The type nibble's recipes write instead when a row is not a multiple of the block
-     * (llama.cpp's tensor_type_fallback, except that q5_K takes q5_0 for llama.cpp's q5_1, which
-     * nibble has no codec for), or -1. */
+     * (llama.cpp's tensor_type_fallback, except that q5_K takes q5_0 for llama.cpp's q5_1), or -1. */
     int fallback;
     /* The K-quant type llama.cpp's recipes wanted when they wrote this one instead on a row that is
      * not a multiple of 256, or -1; the first when several fall back to it. Older llama.cpp wrote

@@ -14,6 +14,10 @@
  *  - 32-element units (Q4_0, Q5_0, Q8_0 blocks) against Q8_0 blocks: lane k of unit u gets the
  *    exact integer p = sum of w*a over group k (elements 4k..4k+3) of the unit, then
  *    acc[k] = fma(dw*da, (float)p, acc[k]) (llama.cpp's order, so logits can match it bit for bit).
+ *  - Q4_1, Q5_1 (unsigned codes q, element q*dw + m) against Q8_1 blocks: the same 8 lanes over
+ *    q*a, plus a scalar chain macc = fma(m, s, macc) with the activation's fp16 s (d * sum of its
+ *    codes); the result is nb_lane_sum(acc) + macc (llama.cpp's AVX2 vec_dot, whose `summs += m*s`
+ *    the compiler contracts to that fma). Every token of a batch takes this order.
  *  - FP4 units (MXFP4 blocks, NVFP4 half-blocks) keep 4 lanes, each the exact integer sum of two
  *    groups that share a scale: MXFP4 lane k = groups k and k+4 (the two nibbles of bytes
  *    4k..4k+3), NVFP4 lanes 0-3 = groups (0,2), (1,3), (4,6), (5,7) (the nibbles of each 8-byte
@@ -54,7 +58,7 @@ typedef void (*nb_mm_fn)(int64_t n, const void *w, size_t ws, const void *a, siz
 
 /* How one weight type runs on one ISA. */
 typedef struct nb_kernel {
-    int act_type;           /* activation type of the quantized route: Q8_0, Q8_K, a Q8_0X form, or F32 */
+    int act_type;           /* activation type of the quantized route: Q8_0, Q8_1, Q8_K, a Q8_0X form, or F32 */
     nb_mm_fn mm;            /* quantized route (the f32 route for F32/F16/BF16 weights) */
     nb_mm_fn mm_f32;        /* float route: weights decoded in registers, f32 activations */
     const char *name;       /* "avx2 q8_0 x q8_0" */
@@ -84,12 +88,14 @@ size_t nb_act_row_bytes(int act_type, int64_t n);
  *  - Q8_0 (as ggml's AVX2 quantize_row_q8_0, not the file quantizer nb_q8_0_quantize_ref): per
  *    32 elements amax = max|x|, d = fp16(amax/127) nearest-even, id = amax != 0 ? 127/amax : 0,
  *    q = nearest-even(x*id) (not 1/d, not round-half-away), narrowed as vcvtps2dq + saturating packs.
+ *  - Q8_1 (ggml's AVX2 quantize_row_q8_1): Q8_0's codes and d, and s = fp16(amax/127 * isum),
+ *    the f32 d before rounding, isum the wrapping int32 sum of the 32 vcvtps2dq results.
  *  - Q8_K: llama.cpp's quantize_row_q8_K_ref (x86 uses it at run time), = nb_q8_k_quantize_ref.
  * Every ISA's set produces the same bytes as the reference set (tested with memcmp).
  */
 typedef void (*nb_act_fn)(const float *x, void *dst, int64_t n);
 typedef struct nb_act_set {
-    nb_act_fn q8_0, q8_k, q8_0x;
+    nb_act_fn q8_0, q8_k, q8_0x, q8_1;
     void (*round_f16)(float *x, int64_t n); /* each value to the nearest fp16 (RNE), in place */
     void (*to_f16)(const float *x, uint16_t *h, int64_t n); /* the same fp16 values' bits */
     double (*softmax_exp)(const float *x, float *y, int64_t n, float max); /* nb_softmax_exp */
@@ -98,6 +104,7 @@ typedef struct nb_act_set {
 } nb_act_set;
 extern const nb_act_set nb_act_ref, nb_act_avx2;
 void nb_act_q8_0_ref(const float *x, void *dst, int64_t n);
+void nb_act_q8_1_ref(const float *x, void *dst, int64_t n);
 
 /* NB_ACT_Q8_0X (not a GGUF type): the Q8_0 activation codes above plus two exact values derived
  * from them that every weight row would otherwise recompute: the scale as f32 and, per group of
@@ -116,7 +123,7 @@ typedef struct {
 #define NB_ACT_Q8_0X_NV 1002
 /* The set for a kernel set (AVX-512 uses AVX2's; lowered to what the CPU runs). */
 const nb_act_set *nb_act_get(nb_isa isa);
-/* Quantizes one activation row to act_type (Q8_0, Q8_K, NB_ACT_Q8_0X, _MX or _NV) with an ISA's set. */
+/* Quantizes one activation row to act_type (Q8_0, Q8_1, Q8_K, NB_ACT_Q8_0X, _MX or _NV) with an ISA's set. */
 void nb_quantize_act(nb_isa isa, int act_type, const float *x, void *dst, int64_t n);
 
 /* Software prefetch distance of the SIMD tiles: each weight row is touched this many bytes ahead
@@ -151,6 +158,8 @@ extern const nb_kernel nb_kernels_avx512[NB_KERNEL_TYPES];
 float nb_vec_dot_q4_0_q8_0_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_q5_0_q8_0_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_q8_0_q8_0_ref(int64_t n, const void *w, const void *a);
+float nb_vec_dot_q4_1_q8_1_ref(int64_t n, const void *w, const void *a);
+float nb_vec_dot_q5_1_q8_1_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_mxfp4_q8_0_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_nvfp4_q8_0_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_q4_k_q8_k_ref(int64_t n, const void *w, const void *a);

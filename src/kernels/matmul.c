@@ -2,7 +2,7 @@
  * matmul.c: nb_matmul, the runtime's entry to the kernels (contract in nibble.h).
  *
  * Steps: check the shapes against the type; quantize the activation rows once into the pool's
- * scratch (Q8_0, Q8_K or the Q8_0X variants of the unsigned-code kernels, by the kernel's
+ * scratch (Q8_0, Q8_1, Q8_K or the Q8_0X variants of the unsigned-code kernels, by the kernel's
  * act_type; kernels.h gives the llama.cpp rules); split the output rows over the pool's
  * threads; each thread walks its rows in panels small enough to stay in L2 and hands each panel
  * with all tokens to the ISA's tile kernel, which reuses every decoded weight block across
@@ -23,6 +23,7 @@
 size_t nb_act_row_bytes(int act_type, int64_t n) {
     switch (act_type) {
     case NB_TYPE_Q8_0: return (size_t)(n / NB_QK8_0) * sizeof(nb_block_q8_0);
+    case NB_TYPE_Q8_1: return (size_t)(n / NB_QK8_1) * sizeof(nb_block_q8_1);
     case NB_TYPE_Q8_K: return (size_t)(n / NB_QK_K) * sizeof(nb_block_q8_k);
     case NB_ACT_Q8_0X:
     case NB_ACT_Q8_0X_MX:
@@ -55,6 +56,7 @@ static void fold_nc(nb_block_q8_0x *b, int64_t nb) {
 static void act_row(const nb_act_set *q, int act_type, const float *x, void *dst, int64_t n) {
     switch (act_type) {
     case NB_TYPE_Q8_K: q->q8_k(x, dst, n); break;
+    case NB_TYPE_Q8_1: q->q8_1(x, dst, n); break;
     case NB_ACT_Q8_0X: q->q8_0x(x, dst, n); break;
     case NB_ACT_Q8_0X_NV:
     case NB_ACT_Q8_0X_MX:

@@ -111,7 +111,7 @@ CASES = [
     ('type_unknown', with_t(tinfo('blk.0.w.weight', [32, 2], 99, 256)), 'FORMAT', 'unknown type id 99'),
     ('type_huge', with_t(tinfo('blk.0.w.weight', [32, 2], 0xFFFFFFFF, 256)), 'FORMAT', 'unknown type id 4294967295'),
     ('type_retired', with_t(tinfo('blk.0.w.weight', [32, 2], 4, 256)), 'UNSUPPORTED', 'retired'),
-    ('type_unsupported_q4_1', with_t(tinfo('blk.0.w.weight', [32, 2], 3, 256)), 'UNSUPPORTED', "tensor 'blk.0.w.weight' (type at offset"),
+    ('type_unsupported_iq4_nl', with_t(tinfo('blk.0.w.weight', [32, 2], 20, 256)), 'UNSUPPORTED', "tensor 'blk.0.w.weight' (type at offset"),
     ('type_activation_q8_k', with_t(tinfo('blk.0.w.weight', [256, 2], 15, 256)), 'UNSUPPORTED', 'q8_K'),
     ('row_not_block_multiple', with_t(tinfo('blk.0.w.weight', [640, 2], Q4_K, 256)), 'FORMAT', 'block length 256'),
     ('offset_unaligned', with_t(tinfo('blk.0.w.weight', [32, 2], Q8_0, 260)), 'FORMAT', 'multiple of the alignment 32'),

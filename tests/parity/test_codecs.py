@@ -6,7 +6,8 @@
   - quantize: nibble vs llama.cpp's C quantizer (ggml_quantize_chunk with no importance matrix,
     from the libggml-base that llama-cpp-python installs) and vs gguf's numpy quantizers where
     gguf has one: bytes must be identical.
-  - Q8_K: nibble vs ggml's exported quantize_row_q8_K_ref / dequantize_row_q8_K.
+  - Q8_K: nibble vs ggml's exported quantize_row_q8_K_ref / dequantize_row_q8_K; Q8_1 (the file
+    rule) vs quantize_row_q8_1_ref (ggml has no Q8_1 dequantizer, gguf no Q8_1 codec).
 
 Inputs cover several distributions (normal, uniform, heavy-tailed, all-zero blocks, one outlier per
 block, tiny and f32-subnormal magnitudes, constant blocks, values on rounding ties, mixed block
@@ -35,7 +36,9 @@ TYPES = {
     "f16": (1, QT.F16, 1, 2, None, True),
     "bf16": (30, QT.BF16, 1, 2, (), True),
     "q4_0": (2, QT.Q4_0, 32, 18, (0,), True),
+    "q4_1": (3, QT.Q4_1, 32, 20, (0, 2), True),
     "q5_0": (6, QT.Q5_0, 32, 22, (0,), True),
+    "q5_1": (7, QT.Q5_1, 32, 24, (0, 2), True),
     "q8_0": (8, QT.Q8_0, 32, 34, (0,), True),
     "q4_K": (12, QT.Q4_K, 256, 144, (0, 2), False),
     "q5_K": (13, QT.Q5_K, 256, 176, (0, 2), False),
@@ -43,7 +46,7 @@ TYPES = {
     "mxfp4": (39, QT.MXFP4, 32, 17, (), True),
     "nvfp4": (40, QT.NVFP4, 64, 36, (), False),
 }
-QUANT_VS_GGML = ["f16", "bf16", "q4_0", "q5_0", "q8_0", "q4_K", "q5_K", "q6_K", "mxfp4", "nvfp4"]
+QUANT_VS_GGML = ["f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_K", "q5_K", "q6_K", "mxfp4", "nvfp4"]
 
 T = Tally(verbose=True)
 
@@ -267,6 +270,24 @@ def test_q8_k(rng):
     T.check(ok, "dequantize q8_K random bytes vs ggml dequantize_row_q8_K", why)
 
 
+def test_q8_1(rng):
+    if ggml is None:
+        T.skip("q8_1 vs ggml", ggml_why)
+        return
+    qref = ggml.quantize_row_q8_1_ref
+    qref.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    qref.restype = None
+    inputs = distributions(rng)
+    inputs[SUBNORMAL] = subnormal_input(rng)
+    for dist, x in inputs.items():
+        nbytes = x.size // 32 * 36
+        mine = nb_quantize(9, x, nbytes)
+        ref = np.zeros(nbytes, dtype=np.uint8)
+        qref(ptr(x), ptr(ref), x.size)
+        ok, why = same_bytes(mine, ref, 36)
+        T.check(ok, f"quantize q8_1 {dist} vs ggml quantize_row_q8_1_ref", why)
+
+
 # ------------------------------------------- the FP4 options against their documented rules
 
 E2M1_GRID = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6], dtype=np.float64)
@@ -341,6 +362,7 @@ def main():
     test_dequantize(rng)
     test_quantize(rng)
     test_q8_k(rng)
+    test_q8_1(rng)
     test_fp4_options(rng)
     return T.summary()
 

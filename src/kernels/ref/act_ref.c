@@ -9,7 +9,7 @@
  * overflows (amax below ~4e-37: x*id is inf or NaN, the "integer indefinite" 0x80000000 packs to
  * -128) gives the bytes the SIMD version gives. Q8_K is llama.cpp's quantize_row_q8_K_ref, which
  * nibble's file codec already reproduces (x86 llama.cpp uses the reference there too).
- * NB_ACT_Q8_0X is the Q8_0 rule plus its derived values (kernels.h).
+ * Q8_1 is the Q8_0 rule plus s (kernels.h); NB_ACT_Q8_0X is the Q8_0 rule plus its derived values.
  */
 #include <math.h>
 #include <string.h>
@@ -32,6 +32,24 @@ void nb_act_q8_0_ref(const float *x, void *dst, int64_t n) {
         const float id = amax != 0 ? 127.f / amax : 0;
         b[i].d = nb_fp32_to_fp16(amax / 127.f);
         for (int j = 0; j < NB_QK8_0; j++) b[i].qs[j] = to_i8_x86(rintf(x[j] * id)); /* rintf: nearest-even */
+    }
+}
+
+/* Q8_1: Q8_0's codes and d, s = fp16(amax/127 * isum), isum the sum of vcvtps2dq's dwords: the
+ * codes' sum (|x*id| <= 127 never saturates), but 0 when 127/amax overflows (every dword is then
+ * INT32_MIN, and 32 of them wrap to 0). */
+void nb_act_q8_1_ref(const float *x, void *dst, int64_t n) {
+    nb_block_q8_1 *b = dst;
+    for (int64_t i = 0; i < n / NB_QK8_1; i++, x += NB_QK8_1) {
+        nb_block_q8_0 q;
+        nb_act_q8_0_ref(x, &q, NB_QK8_1);
+        float amax = 0;
+        int sum = 0;
+        for (int j = 0; j < NB_QK8_1; j++) amax = fmaxf(amax, fabsf(x[j])), sum += q.qs[j];
+        if (isinf(127.f / amax)) sum = 0;
+        memcpy(b[i].qs, q.qs, sizeof q.qs);
+        b[i].d = q.d;
+        b[i].s = nb_fp32_to_fp16(amax / 127.f * (float)sum);
     }
 }
 
@@ -105,5 +123,5 @@ static void swiglu_ref(float *g, const float *u, int64_t n) {
     }
 }
 
-const nb_act_set nb_act_ref = {nb_act_q8_0_ref, nb_q8_k_quantize_ref, act_q8_0x_ref, round_f16_ref, to_f16_ref,
-                               softmax_exp_ref, swiglu_ref, "ref"};
+const nb_act_set nb_act_ref = {nb_act_q8_0_ref, nb_q8_k_quantize_ref, act_q8_0x_ref, nb_act_q8_1_ref, round_f16_ref,
+                               to_f16_ref, softmax_exp_ref, swiglu_ref, "ref"};

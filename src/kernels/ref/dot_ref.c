@@ -13,30 +13,47 @@
 /* ------------------------------------------------------------ 32-element units x Q8_0 */
 
 /* One 32-element weight unit decoded to signed integers in element order, with the weight
- * scale of lanes 0-3 (elements 0..15) and of lanes 4-7 (elements 16..31). */
+ * scale of lanes 0-3 (elements 0..15) and of lanes 4-7 (elements 16..31), and (Q4_1, Q5_1) the
+ * block's minimum, the codes being unsigned. */
 typedef struct {
     int8_t q[32];
-    float s_lo, s_hi;
+    float s_lo, s_hi, m;
 } unit32;
+
+/* 16 packed bytes (and a qh word for five-bit codes, else NULL) as 32 codes less off. */
+static void codes_split(const uint8_t *qs, const uint8_t *qh4, int off, int8_t q[32]) {
+    uint32_t qh = 0;
+    if (qh4) memcpy(&qh, qh4, 4);
+    for (int j = 0; j < 16; j++) {
+        q[j] = (int8_t)(((qs[j] & 15) | (((qh >> j) & 1) << 4)) - off);
+        q[j + 16] = (int8_t)(((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - off);
+    }
+}
 
 static void unit_q4_0(const void *row, int64_t u, unit32 *o) {
     const nb_block_q4_0 *b = (const nb_block_q4_0 *)row + u;
-    for (int j = 0; j < 16; j++) {
-        o->q[j] = (int8_t)((b->qs[j] & 15) - 8);
-        o->q[j + 16] = (int8_t)((b->qs[j] >> 4) - 8);
-    }
+    codes_split(b->qs, NULL, 8, o->q);
     o->s_lo = o->s_hi = nb_fp16_to_fp32(b->d);
 }
 
 static void unit_q5_0(const void *row, int64_t u, unit32 *o) {
     const nb_block_q5_0 *b = (const nb_block_q5_0 *)row + u;
-    uint32_t qh;
-    memcpy(&qh, b->qh, 4);
-    for (int j = 0; j < 16; j++) {
-        o->q[j] = (int8_t)(((b->qs[j] & 15) | (((qh >> j) & 1) << 4)) - 16);
-        o->q[j + 16] = (int8_t)(((b->qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16);
-    }
+    codes_split(b->qs, b->qh, 16, o->q);
     o->s_lo = o->s_hi = nb_fp16_to_fp32(b->d);
+}
+
+static void unit_q4_1(const void *row, int64_t u, unit32 *o) {
+    const nb_block_q4_1 *b = (const nb_block_q4_1 *)row + u;
+    codes_split(b->qs, NULL, 0, o->q);
+    o->s_lo = o->s_hi = nb_fp16_to_fp32(b->d);
+    o->m = nb_fp16_to_fp32(b->m);
+}
+
+static void unit_q5_1(const void *row, int64_t u, unit32 *o) {
+    const nb_block_q5_1 *b = (const nb_block_q5_1 *)row + u;
+    codes_split(b->qs, b->qh, 0, o->q);
+    o->s_lo = o->s_hi = nb_fp16_to_fp32(b->d);
+    o->m = nb_fp16_to_fp32(b->m);
 }
 
 static void unit_q8_0(const void *row, int64_t u, unit32 *o) {
@@ -71,10 +88,11 @@ static void unit_nvfp4(const void *row, int64_t u, unit32 *o) {
 
 typedef void (*unit_fn)(const void *row, int64_t u, unit32 *o);
 
-/* Integer sum of w*a over the 4 elements of group g (elements 4g..4g+3) of a unit. */
-static int group_sum(const unit32 *un, const nb_block_q8_0 *ab, int g) {
+/* Integer sum of w*a over the 4 elements of group g (elements 4g..4g+3) of a unit, aq the
+ * activation unit's 32 codes. */
+static int group_sum(const unit32 *un, const int8_t *aq, int g) {
     int p = 0;
-    for (int e = 4 * g; e < 4 * g + 4; e++) p += un->q[e] * ab->qs[e];
+    for (int e = 4 * g; e < 4 * g + 4; e++) p += un->q[e] * aq[e];
     return p;
 }
 
@@ -88,7 +106,7 @@ static float dot_units(unit_fn dec, int64_t n, const void *w, const void *a) {
         float da = nb_fp16_to_fp32(ab[u].d);
         for (int k = 0; k < 8; k++) {
             float d = (k < 4 ? un.s_lo : un.s_hi) * da;
-            acc[k] = fmaf(d, (float)group_sum(&un, &ab[u], k), acc[k]);
+            acc[k] = fmaf(d, (float)group_sum(&un, ab[u].qs, k), acc[k]);
         }
     }
     return nb_lane_sum(acc);
@@ -105,12 +123,29 @@ static float dot_units_folded(unit_fn dec, int step, int64_t n, const void *w, c
         for (int k = 0; k < 4; k++) {
             const int g = step == 4 ? k : (k & 1) + 4 * (k >> 1);
             float d = (g < 4 ? un.s_lo : un.s_hi) * da;
-            acc[k] = fmaf(d, (float)(group_sum(&un, &ab[u], g) + group_sum(&un, &ab[u], g + step)), acc[k]);
+            acc[k] = fmaf(d, (float)(group_sum(&un, ab[u].qs, g) + group_sum(&un, ab[u].qs, g + step)), acc[k]);
         }
     }
     return nb_lane_sum4(acc);
 }
 
+/* Q4_1, Q5_1 against Q8_1: the 8 lanes over the unsigned codes, plus the minimum's chain
+ * macc = fma(m, s, macc) (kernels.h). */
+static float dot_units_min(unit_fn dec, int64_t n, const void *w, const void *a) {
+    const nb_block_q8_1 *ab = a;
+    float acc[8] = {0}, macc = 0;
+    unit32 un;
+    for (int64_t u = 0; u < n / 32; u++) {
+        dec(w, u, &un);
+        const float d = un.s_lo * nb_fp16_to_fp32(ab[u].d);
+        for (int k = 0; k < 8; k++) acc[k] = fmaf(d, (float)group_sum(&un, ab[u].qs, k), acc[k]);
+        macc = fmaf(un.m, nb_fp16_to_fp32(ab[u].s), macc);
+    }
+    return nb_lane_sum(acc) + macc;
+}
+
+float nb_vec_dot_q4_1_q8_1_ref(int64_t n, const void *w, const void *a) { return dot_units_min(unit_q4_1, n, w, a); }
+float nb_vec_dot_q5_1_q8_1_ref(int64_t n, const void *w, const void *a) { return dot_units_min(unit_q5_1, n, w, a); }
 float nb_vec_dot_q4_0_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units(unit_q4_0, n, w, a); }
 float nb_vec_dot_q5_0_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units(unit_q5_0, n, w, a); }
 float nb_vec_dot_q8_0_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units(unit_q8_0, n, w, a); }
@@ -293,6 +328,8 @@ static void tile(dot_fn f, int64_t n, const void *w, size_t ws, const void *a, s
 REF_MM(mm_q4_0, nb_vec_dot_q4_0_q8_0_ref)
 REF_MM(mm_q5_0, nb_vec_dot_q5_0_q8_0_ref)
 REF_MM(mm_q8_0, nb_vec_dot_q8_0_q8_0_ref)
+REF_MM(mm_q4_1, nb_vec_dot_q4_1_q8_1_ref)
+REF_MM(mm_q5_1, nb_vec_dot_q5_1_q8_1_ref)
 REF_MM(mm_mxfp4, nb_vec_dot_mxfp4_q8_0_ref)
 REF_MM(mm_nvfp4, nb_vec_dot_nvfp4_q8_0_ref)
 REF_MM(mm_q4_k, nb_vec_dot_q4_k_q8_k_ref)
@@ -307,6 +344,8 @@ REF_MM(mm_f16_vec, nb_vec_dot_f16_vec_ref)
 REF_MM_F32(mmf_q4_0, NB_TYPE_Q4_0)
 REF_MM_F32(mmf_q5_0, NB_TYPE_Q5_0)
 REF_MM_F32(mmf_q8_0, NB_TYPE_Q8_0)
+REF_MM_F32(mmf_q4_1, NB_TYPE_Q4_1)
+REF_MM_F32(mmf_q5_1, NB_TYPE_Q5_1)
 REF_MM_F32(mmf_mxfp4, NB_TYPE_MXFP4)
 REF_MM_F32(mmf_nvfp4, NB_TYPE_NVFP4)
 REF_MM_F32(mmf_q4_k, NB_TYPE_Q4_K)
@@ -315,6 +354,7 @@ REF_MM_F32(mmf_q6_k, NB_TYPE_Q6_K)
 
 /* Names use ggml's type spelling: "ref q4_K x q8_K". */
 #define Q8(t, s, mmq, mmf) [NB_TYPE_##t] = {NB_TYPE_Q8_0, mmq, mmf, "ref " s " x q8_0", "ref " s " x f32", 1}
+#define Q81(t, s, mmq, mmf) [NB_TYPE_##t] = {NB_TYPE_Q8_1, mmq, mmf, "ref " s " x q8_1", "ref " s " x f32", 1}
 #define QK(t, s, mmq, mmf) [NB_TYPE_##t] = {NB_TYPE_Q8_K, mmq, mmf, "ref " s " x q8_K", "ref " s " x f32", 1}
 #define FL(t, s, mm) [NB_TYPE_##t] = {NB_TYPE_F32, mm, mm, "ref " s " x f32", "ref " s " x f32", 1}
 
@@ -322,6 +362,8 @@ const nb_kernel nb_kernels_ref[NB_KERNEL_TYPES] = {
     Q8(Q4_0, "q4_0", mm_q4_0, mmf_q4_0),
     Q8(Q5_0, "q5_0", mm_q5_0, mmf_q5_0),
     Q8(Q8_0, "q8_0", mm_q8_0, mmf_q8_0),
+    Q81(Q4_1, "q4_1", mm_q4_1, mmf_q4_1),
+    Q81(Q5_1, "q5_1", mm_q5_1, mmf_q5_1),
     Q8(MXFP4, "mxfp4", mm_mxfp4, mmf_mxfp4),
     Q8(NVFP4, "nvfp4", mm_nvfp4, mmf_nvfp4),
     [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, mm_q4_k, mmf_q4_k, "ref q4_K x q8_K", "ref q4_K x f32", 1, NULL, mm_q4_k_batch, 4, 4},

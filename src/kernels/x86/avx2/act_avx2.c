@@ -1,6 +1,6 @@
 /*
- * act_avx2.c: the activation quantizers with AVX2 (+F16C), byte-identical to act_ref.c (Q8_0)
- * and to nb_q8_k_quantize_ref (Q8_K); kernels.h states the rules. Both round with vcvtps2dq
+ * act_avx2.c: the activation quantizers with AVX2 (+F16C), byte-identical to act_ref.c (Q8_0,
+ * Q8_1) and to nb_q8_k_quantize_ref (Q8_K); kernels.h states the rules. Both round with vcvtps2dq
  * (nearest-even in the default rounding mode, as the references' rintf and 1.5*2^23 trick) and
  * narrow with signed saturating packs; the packs work per 128-bit half, so one cross-lane
  * permute restores element order. NB_ACT_Q8_0X adds the block's derived values (kernels.h).
@@ -17,25 +17,52 @@ static inline float hmax(__m256 v) {
     return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
 }
 
-/* 32 floats times a multiplier, rounded, narrowed to 32 bytes in element order. */
-static inline __m256i round_pack32(const __m256 v[4], __m256 mul) {
-    __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(v[0], mul)), q1 = _mm256_cvtps_epi32(_mm256_mul_ps(v[1], mul));
-    __m256i q2 = _mm256_cvtps_epi32(_mm256_mul_ps(v[2], mul)), q3 = _mm256_cvtps_epi32(_mm256_mul_ps(v[3], mul));
-    __m256i q = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
-    return _mm256_permutevar8x32_epi32(q, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+/* 32 dwords narrowed to 32 bytes in element order (signed saturation). */
+static inline __m256i pack32(const __m256i q[4]) {
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-/* One 32-element block by the Q8_0 activation rule: codes in element order, fp16 scale in *d. */
-static inline __m256i q8_0_block(const float *x, uint16_t *d) {
+/* 32 floats times a multiplier, rounded, narrowed to 32 bytes in element order. */
+static inline __m256i round_pack32(const __m256 v[4], __m256 mul) {
+    __m256i q[4];
+    for (int k = 0; k < 4; k++) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], mul));
+    return pack32(q);
+}
+
+/* A 32-element block loaded into v, and its largest magnitude. */
+static inline float load_amax32(const float *x, __m256 v[4]) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 v[4], m = _mm256_setzero_ps();
+    __m256 m = _mm256_setzero_ps();
     for (int k = 0; k < 4; k++) {
         v[k] = _mm256_loadu_ps(x + 8 * k);
         m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
     }
-    const float amax = hmax(m);
+    return hmax(m);
+}
+
+/* One 32-element block by the Q8_0 activation rule: codes in element order, fp16 scale in *d. */
+static inline __m256i q8_0_block(const float *x, uint16_t *d) {
+    __m256 v[4];
+    const float amax = load_amax32(x, v);
     *d = (uint16_t)_cvtss_sh(amax / 127.f, _MM_FROUND_TO_NEAREST_INT);
     return round_pack32(v, _mm256_set1_ps(amax != 0 ? 127.f / amax : 0));
+}
+
+/* Q8_1: the Q8_0 rule, and s from the dwords before they are narrowed (their wrapping sum). */
+static void act_q8_1_avx2(const float *x, void *dst, int64_t n) {
+    nb_block_q8_1 *b = dst;
+    for (int64_t i = 0; i < n / NB_QK8_1; i++) {
+        __m256 v[4];
+        const float amax = load_amax32(x + i * NB_QK8_1, v), d = amax / 127.f;
+        const __m256 mul = _mm256_set1_ps(amax != 0 ? 127.f / amax : 0);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], mul));
+        const int32_t isum = nb_avx2_hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+        _mm256_storeu_si256((__m256i *)b[i].qs, pack32(q));
+        b[i].d = (uint16_t)_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        b[i].s = (uint16_t)_cvtss_sh(d * (float)isum, _MM_FROUND_TO_NEAREST_INT);
+    }
 }
 
 static void act_q8_0_avx2(const float *x, void *dst, int64_t n) {
@@ -184,5 +211,5 @@ static void swiglu_avx2(float *g, const float *u, int64_t n) {
     for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-const nb_act_set nb_act_avx2 = {act_q8_0_avx2, act_q8_k_avx2, act_q8_0x_avx2, round_f16_avx2, to_f16_avx2,
+const nb_act_set nb_act_avx2 = {act_q8_0_avx2, act_q8_k_avx2, act_q8_0x_avx2, act_q8_1_avx2, round_f16_avx2, to_f16_avx2,
                                 softmax_exp_avx2, swiglu_avx2, "avx2"};

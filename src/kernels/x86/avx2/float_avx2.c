@@ -63,6 +63,8 @@ void nb_mm_blocks_f32_avx2(int type, int64_t n, const void *w, size_t ws, const 
 BLOCKS_F32(q4_0, Q4_0)
 BLOCKS_F32(q5_0, Q5_0)
 BLOCKS_F32(q8_0, Q8_0)
+BLOCKS_F32(q4_1, Q4_1)
+BLOCKS_F32(q5_1, Q5_1)
 BLOCKS_F32(mxfp4, MXFP4)
 BLOCKS_F32(nvfp4, NVFP4)
 BLOCKS_F32(q4_k, Q4_K)
@@ -71,6 +73,7 @@ BLOCKS_F32(q6_k, Q6_K)
 
 /* rows per tile r: 8 for the types whose GEMM goes through panel.h's 8-row panels */
 #define Q8(t, s, f, r, act) [NB_TYPE_##t] = {act, nb_mm_##s##_q8_0_avx2, f, "avx2 " #s " x q8_0", "avx2 " #s " x f32", r}
+#define Q81(t, s) [NB_TYPE_##t] = {NB_TYPE_Q8_1, nb_mm_##s##_q8_1_avx2, mmf_##s, "avx2 " #s " x q8_1", "avx2 " #s " x f32", 4}
 #define QK(t, s, n, f, r) [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx2, f, "avx2 " n " x q8_K", "avx2 " n " x f32", r}
 #define QKB(t, s, n, f, r, bmin, bgroup)                                                                         \
     [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx2, f, "avx2 " n " x q8_K", "avx2 " n " x f32", r, NULL, \
@@ -83,6 +86,8 @@ const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES] = {
     Q8(Q8_0, q8_0, mmf_q8_0, 8, NB_TYPE_Q8_0),
     Q8(MXFP4, mxfp4, mmf_mxfp4, 4, NB_ACT_Q8_0X_MX),
     Q8(NVFP4, nvfp4, mmf_nvfp4, 4, NB_ACT_Q8_0X_NV),
+    Q81(Q4_1, q4_1),
+    Q81(Q5_1, q5_1),
     QKB(Q4_K, q4_k, "q4_K", mmf_q4_k, 8, 4, 4),
     QK(Q5_K, q5_k, "q5_K", mmf_q5_k, 4),
     QKB(Q6_K, q6_k, "q6_K", mmf_q6_k, 8, 8, 1),

@@ -1,7 +1,7 @@
 /*
  * units.h: the AVX2 32-element-unit kernels (Q4_0, Q5_0, Q8_0, MXFP4, NVFP4 weights x Q8_0
- * activations, or their Q8_0X forms); units_avx2.c instantiates them. (The AVX-512 set has its
- * own kernels: x86/avx512/units_avx512.c.)
+ * activations, or their Q8_0X forms; Q4_1, Q5_1 x Q8_1: tile_m); units_avx2.c instantiates them.
+ * (The AVX-512 set has its own kernels: x86/avx512/units_avx512.c.)
  *
  * Every type is read as 32-element units (a block; NVFP4: half a block) decoded in registers to
  * 32 bytes plus scales. vpmaddubsw multiplies unsigned by signed bytes, then vpmaddwd with ones
@@ -53,16 +53,28 @@ typedef __m256i (*ucode_fn)(const uint8_t *row, int64_t u);
 
 static inline __m256i ucode_q4_0(const uint8_t *row, int64_t u) { return nibbles(((const nb_block_q4_0 *)row + u)->qs); }
 
-static inline __m256i ucode_q5_0(const uint8_t *row, int64_t u) {
-    const nb_block_q5_0 *b = (const nb_block_q5_0 *)row + u;
+/* Five-bit codes from a qh field and 16 packed bytes (Q5_0, Q5_1). */
+static inline __m256i codes5(const uint8_t *qh4, const uint8_t *qs) {
     uint32_t qh;
-    memcpy(&qh, b->qh, 4);
+    memcpy(&qh, qh4, 4);
     /* byte i <- byte i/8 of qh, then test bit i%8: 16 where the fifth bit is set */
     const __m256i x = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
                                           _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
     const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(x, bit), bit);
-    return _mm256_or_si256(nibbles(b->qs), _mm256_and_si256(set, _mm256_set1_epi8(16)));
+    return _mm256_or_si256(nibbles(qs), _mm256_and_si256(set, _mm256_set1_epi8(16)));
+}
+
+static inline __m256i ucode_q5_0(const uint8_t *row, int64_t u) {
+    const nb_block_q5_0 *b = (const nb_block_q5_0 *)row + u;
+    return codes5(b->qh, b->qs);
+}
+
+/* Q4_1 and Q5_1: their codes are unsigned already (tile_m). */
+static inline __m256i ucode_q4_1(const uint8_t *row, int64_t u) { return nibbles(((const nb_block_q4_1 *)row + u)->qs); }
+static inline __m256i ucode_q5_1(const uint8_t *row, int64_t u) {
+    const nb_block_q5_1 *b = (const nb_block_q5_1 *)row + u;
+    return codes5(b->qh, b->qs);
 }
 
 static inline unit dec_q4_0(const uint8_t *row, int64_t u) {
@@ -99,7 +111,8 @@ static inline unit dec_nvfp4(const uint8_t *row, int64_t u) {
 typedef unit (*dec_fn)(const uint8_t *row, int64_t u);
 
 /* Weight bytes per unit and row (NVFP4: half a block), for the prefetch. */
-enum { q4_0_unit_bytes = 18, q5_0_unit_bytes = 22, q8_0_unit_bytes = 34, mxfp4_unit_bytes = 17, nvfp4_unit_bytes = 18 };
+enum { q4_0_unit_bytes = 18, q5_0_unit_bytes = 22, q8_0_unit_bytes = 34, mxfp4_unit_bytes = 17, nvfp4_unit_bytes = 18,
+       q4_1_unit_bytes = 20, q5_1_unit_bytes = 24 };
 
 #define RMAX 4
 #define TMAX 3
@@ -274,6 +287,53 @@ static inline __attribute__((always_inline)) void tile_u(ucode_fn code, int ub, 
     acc_store(acc, R, T, y, ldy, rs);
 }
 
+/* The tile of Q4_1 and Q5_1 against Q8_1 activations (kernels.h): tile_u's lanes without an
+ * offset (the codes are unsigned: c <= 31), and the minimum's chain of every row and token, row
+ * r's in lane r of mc[t]: fma(m, s, macc) of the R rows' gathered minimums (the field after d)
+ * and the token's s, converted with its d by one vcvtph2ps. */
+static inline __attribute__((always_inline)) void tile_m(ucode_fn code, int ub, int R, int T, int64_t nu,
+                                                         const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
+                                                         size_t as, float *y, size_t ldy) {
+    __m256 acc[RMAX][TMAX];
+    __m128 mc[TMAX];
+    acc_zero(acc, R, T);
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) mc[t] = _mm_setzero_ps();
+    for (int64_t u = 0; u < nu; u++) {
+        if ((u & 1) == 0) /* two units (48 bytes at most) per prefetch of a row */
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+                _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + nb_prefetch_bytes(ub), _MM_HINT_T0);
+        __m256i q[RMAX];
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) q[r] = code(w + (size_t)r * rs * ws, u);
+        const __m256 s8 = row_scales(w, rs * ws, R, (size_t)u * ub);
+        const __m128 m4 = _mm256_castps256_ps128(row_scales(w, rs * ws, R, (size_t)u * ub + 2));
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const nb_block_q8_1 *ab = (const nb_block_q8_1 *)(a + (size_t)t * as) + u;
+            int32_t ds;
+            memcpy(&ds, ab, 4);
+            const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(ds)); /* d, s */
+            const __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);
+            const __m256 sd = _mm256_mul_ps(s8, _mm256_broadcastss_ps(f));
+            mc[t] = _mm_fmadd_ps(m4, _mm_shuffle_ps(f, f, 0x55), mc[t]);
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; r++) {
+                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], av), _mm256_set1_epi16(1));
+                acc[r][t] = _mm256_fmadd_ps(row_scale(sd, r), _mm256_cvtepi32_ps(p), acc[r][t]);
+            }
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) {
+        float m[4];
+        _mm_storeu_ps(m, mc[t]);
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) y[(size_t)t * ldy + (size_t)r * rs] = nb_avx2_lane_sum(acc[r][t]) + m[r];
+    }
+}
+
 /* GEMM of the 8-lane types with many tokens (panel.h): a chunk of PU units of 8 rows. */
 #define PU 32 /* 8 KiB of codes and 1 KiB of scales */
 typedef struct {
@@ -372,6 +432,11 @@ static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, cons
                                        size_t as, float *y, size_t ldy) {                                 \
         tile_u(ucode_##ty, ty##_unit_bytes, ty##_nsh, R, T, nu, w, ws, rs, a, as, y, ldy);                \
     }
+#define TILE_M(ty, R, T)                                                                                 \
+    static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
+                                       size_t as, float *y, size_t ldy) {                                 \
+        tile_m(ucode_##ty, ty##_unit_bytes, R, T, nu, w, ws, rs, a, as, y, ldy);                          \
+    }
 #define TILES_R(TILE, ty, R) TILE(ty, R, 1) TILE(ty, R, 2) TILE(ty, R, 3)
 #define TILE_TABLE(TILE, ty)                                                                                 \
     TILES_R(TILE, ty, 1) TILES_R(TILE, ty, 2) TILES_R(TILE, ty, 3) TILES_R(TILE, ty, 4)                      \
@@ -396,6 +461,14 @@ static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, cons
 #define KERNEL_FP4(ty, isa)                                                                                   \
     TILE_TABLE(TILE_F, ty)                                                                                    \
     void nb_mm_##ty##_q8_0_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
+                                int64_t nt, float *y, size_t ldy) {                                          \
+        nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                            \
+    }
+
+/* The kernel of Q4_1 or Q5_1 against Q8_1: its tiles for every token count. */
+#define KERNEL_MIN(ty, isa)                                                                                   \
+    TILE_TABLE(TILE_M, ty)                                                                                    \
+    void nb_mm_##ty##_q8_1_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
                                 int64_t nt, float *y, size_t ldy) {                                          \
         nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                            \
     }

@@ -1,6 +1,6 @@
 /*
  * units_avx2.c: Q4_0, Q5_0, Q8_0, MXFP4 and NVFP4 weights against Q8_0 activations or their Q8_0X
- * forms, AVX2 (the kernel bodies are units.h).
+ * forms, Q4_1 and Q5_1 against Q8_1, AVX2 (the kernel bodies are units.h).
  */
 #include "kernels/x86/avx2/units.h"
 
@@ -9,3 +9,5 @@ KERNEL(q5_0, avx2, TILE_U, q8_0x)
 KERNEL(q8_0, avx2, TILE_S, q8_0)
 KERNEL_FP4(mxfp4, avx2)
 KERNEL_FP4(nvfp4, avx2)
+KERNEL_MIN(q4_1, avx2)
+KERNEL_MIN(q5_1, avx2)

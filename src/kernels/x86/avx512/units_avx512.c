@@ -1,6 +1,7 @@
 /*
- * units_avx512.c: Q4_0, Q5_0, Q8_0, MXFP4 and NVFP4 weights against Q8_0 activations with
- * AVX-512 (F/BW/VL) and VNNI, bit-identical to the reference (lane contract in kernels.h).
+ * units_avx512.c: Q4_0, Q5_0, Q8_0, MXFP4 and NVFP4 weights against Q8_0 activations, Q4_1 and
+ * Q5_1 against Q8_1, with AVX-512 (F/BW/VL) and VNNI, bit-identical to the reference (lane
+ * contract in kernels.h).
  *
  * vpdpbusd multiplies unsigned by signed bytes and AVX-512 has no vpsignb, so weights are decoded
  * to unsigned codes u = w + c and the offset is taken out exactly through the accumulator's start
@@ -128,6 +129,79 @@ static inline __attribute__((always_inline)) void tile_units(row_fn dec, int ub,
     for (int t = 0; t < T; t++)
         #pragma GCC unroll 8
         for (int i = 0; i < nr; i++) y[(size_t)t * ldy + (size_t)i * rs] = nb_avx2_lane_sum(acc[i][t]);
+}
+
+/* ---- Q4_1, Q5_1 against Q8_1: the same layout, unsigned codes ---- */
+
+static inline __m256i row_q4_1(const uint8_t *p, int64_t u) {
+    return _mm256_and_si256(nibbles32(((const nb_block_q4_1 *)p + u)->qs), _mm256_set1_epi8(15));
+}
+
+/* the nibble | 16 where the fifth bit is set (the qh word is the byte mask as stored) */
+static inline __m256i row_q5_1(const uint8_t *p, int64_t u) {
+    const nb_block_q5_1 *b = (const nb_block_q5_1 *)p + u;
+    uint32_t h;
+    memcpy(&h, b->qh, 4);
+    const __m256i hi = _mm256_maskz_mov_epi8(_cvtu32_mask32(h), _mm256_set1_epi8(16));
+    return _mm256_ternarylogic_epi32(hi, nibbles32(b->qs), _mm256_set1_epi8(15), 0xF8);
+}
+
+/* tile_units without an offset (vpdpbusd from 0: the codes are the unsigned factor), plus the
+ * minimum's chain of the contract (kernels.h). The 4 rows' (d, m) pairs, the blocks' first
+ * dword, are gathered in two general registers and widened by one vcvtph2ps into d0 m0 .. d3 m3,
+ * so that lane 2i of its product with the token's d is row i's scale and lane 2i+1 of
+ * mc[t] = fma(dm, s, mc[t]) is row i's chain (the even lanes' products are not used). */
+static inline __attribute__((always_inline)) void tile_min(row_fn dec, int ub, int nr, int T, int64_t nu,
+                                                           const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
+                                                           size_t as, float *y, size_t ldy) {
+    const uint8_t *p[RT];
+    nb_avx512_tile_rows(p, w, ws, rs, nr);
+    const size_t pf = tile_prefetch(ws, rs, ub);
+    __m256 acc[RT][TMAX], mc[TMAX];
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) {
+        mc[t] = _mm256_setzero_ps();
+        #pragma GCC unroll 8
+        for (int i = 0; i < RT; i++) acc[i][t] = _mm256_setzero_ps();
+    }
+    for (int64_t u = 0; u < nu; u++) {
+        if ((u & (PF_EVERY(ub) - 1)) == 0) /* about once per cache line of each row */
+            #pragma GCC unroll 8
+            for (int i = 0; i < RT; i++) _mm_prefetch((const char *)p[i] + u * ub + pf, _MM_HINT_T0);
+        __m256i q[RT];
+        uint64_t dm2[2] = {0, 0};
+        #pragma GCC unroll 8
+        for (int i = 0; i < RT; i++) {
+            q[i] = dec(p[i], u);
+            uint32_t v;
+            memcpy(&v, p[i] + u * ub, 4);
+            dm2[i / 2] |= (uint64_t)v << 32 * (i % 2);
+        }
+        const __m256 dm = _mm256_cvtph_ps(_mm_set_epi64x((long long)dm2[1], (long long)dm2[0]));
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const nb_block_q8_1 *ab = (const nb_block_q8_1 *)(a + (size_t)t * as) + u;
+            int32_t ds;
+            memcpy(&ds, ab, 4);
+            const __m256 f = _mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi32_si128(ds))); /* d, s */
+            const __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);
+            const __m256 sd = _mm256_mul_ps(dm, _mm256_broadcastss_ps(_mm256_castps256_ps128(f)));
+            mc[t] = _mm256_fmadd_ps(dm, _mm256_permutexvar_ps(_mm256_set1_epi32(1), f), mc[t]);
+            #pragma GCC unroll 8
+            for (int i = 0; i < RT; i++) {
+                const __m256 si = _mm256_permutexvar_ps(_mm256_set1_epi32(2 * i), sd);
+                acc[i][t] = _mm256_fmadd_ps(si, _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q[i], av)),
+                                            acc[i][t]);
+            }
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) {
+        float mv[8];
+        _mm256_storeu_ps(mv, mc[t]);
+        #pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) y[(size_t)t * ldy + (size_t)i * rs] = nb_avx2_lane_sum(acc[i][t]) + mv[2 * i + 1];
+    }
 }
 
 /* ---- MXFP4, NVFP4: 2 rows per 256-bit register ---- */
@@ -295,9 +369,12 @@ KERNEL(q5_0, units, (row_q5_0, 22, 0))
 KERNEL(q8_0, units, (row_q8_0, 34, 0))
 KERNEL(mxfp4, fp4, (dec_mxfp4, 17, 1))
 KERNEL(nvfp4, fp4, (dec_nvfp4, 18, 2))
+KERNEL(q4_1, min, (row_q4_1, 20))
+KERNEL(q5_1, min, (row_q5_1, 24))
 
 #define Q8(t, s, act) [NB_TYPE_##t] = {act, mm_##s, NULL, "avx512 " #s " x q8_0", NULL, RT}
 
+#define Q81(t, s) [NB_TYPE_##t] = {NB_TYPE_Q8_1, mm_##s, NULL, "avx512 " #s " x q8_1", NULL, RT}
 #define QK(t, s, n) [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx512, NULL, "avx512 " n " x q8_K", NULL, RT}
 #define QKB(t, s, n, bmin, bgroup)                                                                              \
     [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx512, NULL, "avx512 " n " x q8_K", NULL, RT, NULL,        \
@@ -310,7 +387,8 @@ KERNEL(nvfp4, fp4, (dec_nvfp4, 18, 2))
  * float route (mm_f32 NULL here) comes from the AVX2 table (dispatch). */
 const nb_kernel nb_kernels_avx512[NB_KERNEL_TYPES] = {
     Q8(Q4_0, q4_0, NB_ACT_Q8_0X), Q8(Q5_0, q5_0, NB_ACT_Q8_0X), Q8(Q8_0, q8_0, NB_ACT_Q8_0X),
-    Q8(MXFP4, mxfp4, NB_ACT_Q8_0X_MX), Q8(NVFP4, nvfp4, NB_ACT_Q8_0X_NV), QKB(Q4_K, q4_k, "q4_K", 4, 4), QK(Q5_K, q5_k, "q5_K"),
+    Q8(MXFP4, mxfp4, NB_ACT_Q8_0X_MX), Q8(NVFP4, nvfp4, NB_ACT_Q8_0X_NV), Q81(Q4_1, q4_1), Q81(Q5_1, q5_1),
+    QKB(Q4_K, q4_k, "q4_K", 4, 4), QK(Q5_K, q5_k, "q5_K"),
     QKB(Q6_K, q6_k, "q6_K", 8, 1), FL(F32, f32), FL(BF16, bf16),
     [NB_TYPE_F16] = {NB_TYPE_F32, nb_mm_f16_f32_avx512, nb_mm_f16_f32_avx512, "avx512 f16 x f32", "avx512 f16 x f32", RT,
                      nb_mm_f16_vec_f32_avx512},
