@@ -359,9 +359,8 @@ def quantize(src, dst, variant, threads=2):
     tmp = dst + ".tmp"
     if variant == "q4_k_m":  # llama.cpp's quantizer, as bench/quantize_vs_llama.py calls it
         import llama_cpp
-        global _QUIET  # llama.cpp keeps the pointer: the callback must outlive every later call
-        _QUIET = llama_cpp.llama_log_callback(lambda *a: None)
-        llama_cpp.llama_log_set(_QUIET, ctypes.c_void_p())
+        from nbctypes import quiet_llama
+        quiet_llama()
         p = llama_cpp.llama_model_quantize_default_params()
         p.ftype, p.nthread = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M, threads
         if llama_cpp.llama_model_quantize(src.encode(), tmp.encode(), ctypes.byref(p)) != 0:

@@ -20,6 +20,19 @@ class ModelInfo(ctypes.Structure):
          ("rope_scaling", ctypes.c_char * 16), ("attn_softcap", ctypes.c_float), ("final_softcap", ctypes.c_float)]
 
 
+_QUIET = None
+
+
+def quiet_llama():
+    """Silences llama.cpp's log for the rest of the process. The callback lives in this module:
+    llama.cpp keeps the pointer, and calling a collected one crashes the process."""
+    global _QUIET
+    if _QUIET is None:
+        import llama_cpp
+        _QUIET = llama_cpp.llama_log_callback(lambda level, text, data: None)
+        llama_cpp.llama_log_set(_QUIET, ctypes.c_void_p())
+
+
 def load_lib():
     build = os.environ.get("NB_BUILD", "build")
     lib = ctypes.CDLL(os.path.join(build, "libnibble.so"))

@@ -26,7 +26,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from nbctypes import Model, kl_rows, load_lib  # noqa: E402
+from nbctypes import Model, kl_rows, load_lib, quiet_llama  # noqa: E402
 from tally import Tally  # noqa: E402
 
 T = Tally(verbose=True)
@@ -160,9 +160,7 @@ def write_tiny(path, rng):
 
 def quantize(src, dst, ftype):
     import llama_cpp
-    global QUIET  # llama.cpp keeps calling the log callback: it must outlive this call
-    QUIET = llama_cpp.llama_log_callback(lambda *a: None)
-    llama_cpp.llama_log_set(QUIET, ctypes.c_void_p())
+    quiet_llama()
     p = llama_cpp.llama_model_quantize_default_params()
     p.ftype, p.nthread = ftype, 2
     return llama_cpp.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(p)) == 0

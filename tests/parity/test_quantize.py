@@ -24,7 +24,7 @@ from gguf import GGUFWriter, GGUFValueType, TokenType
 import llama_cpp
 
 sys.path.insert(0, os.path.dirname(__file__))
-from nbctypes import Model, kl_rows, llama_logits  # noqa: E402
+from nbctypes import Model, kl_rows, llama_logits, quiet_llama  # noqa: E402
 from tally import Tally  # noqa: E402
 from test_runtime import N_POS, TEXTS  # noqa: E402
 import make_family_models as fam  # noqa: E402
@@ -227,9 +227,7 @@ def main():
         T.check(False, '%s is not built' % NIBBLE)
         return T.summary()
     llama_cpp.llama_backend_init()
-    global QUIET  # llama.cpp keeps the pointer: the callback must outlive the calls
-    QUIET = llama_cpp.llama_log_callback(lambda *a: None)
-    llama_cpp.llama_log_set(QUIET, ctypes.c_void_p())
+    quiet_llama()
     with tempfile.TemporaryDirectory() as tmp:
         byte_parity(tmp)
         family_parity(tmp)

@@ -17,7 +17,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from nbctypes import ROOT, model_path  # noqa: E402
+from nbctypes import ROOT, model_path, quiet_llama  # noqa: E402
 from tally import Tally  # noqa: E402
 
 
@@ -79,9 +79,7 @@ class Reference:
     def __init__(self, gguf_path):
         import llama_cpp
         self.lc = llama_cpp
-        # keep llama.cpp's loader and tokenizer warnings out of the test log
-        self.quiet = llama_cpp.llama_log_callback(lambda level, text, data: None)
-        llama_cpp.llama_log_set(self.quiet, None)
+        quiet_llama()  # llama.cpp's loader and tokenizer warnings stay out of the test log
         self.llm = llama_cpp.Llama(model_path=gguf_path, vocab_only=True, verbose=False)
         self.vocab = self.llm._model.vocab
 
