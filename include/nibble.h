@@ -108,8 +108,11 @@ typedef enum nb_type {
     NB_TYPE_F32 = 0,
     NB_TYPE_F16 = 1,
     NB_TYPE_Q4_0 = 2,
+    NB_TYPE_Q4_1 = 3,
     NB_TYPE_Q5_0 = 6,
+    NB_TYPE_Q5_1 = 7,
     NB_TYPE_Q8_0 = 8,
+    NB_TYPE_Q8_1 = 9,   /* activations of Q4_1 / Q5_1 products only */
     NB_TYPE_Q4_K = 12,
     NB_TYPE_Q5_K = 13,
     NB_TYPE_Q6_K = 14,

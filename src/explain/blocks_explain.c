@@ -90,7 +90,9 @@ nb_status nb_block_explain(int type, const void *block, nb_block_trace *out) {
         }
         return NB_OK;
     default:
-        return nb_fail(NB_ERR_UNSUPPORTED, "explain: %s blocks are activations only, not weights", info->name);
+        if (info->weight_type) /* runs, but has no lane map here yet */
+            return nb_fail(NB_ERR_UNSUPPORTED, "%s blocks have no lane map yet: nibble cannot trace them", info->name);
+        return nb_fail(NB_ERR_UNSUPPORTED, "%s blocks are activations only, not weights", info->name);
     }
 }
 

@@ -9,8 +9,6 @@
 
 #include "nibble.h"
 
-/* ggml ids with a codec that include/nibble.h's nb_type does not name (yet). */
-enum { NB_TYPE_Q4_1 = 3, NB_TYPE_Q5_1 = 7, NB_TYPE_Q8_1 = 9 };
 
 typedef void (*nb_quantize_fn)(const float *x, void *y, int64_t k);
 typedef void (*nb_dequantize_fn)(const void *x, float *y, int64_t k);
