@@ -63,6 +63,20 @@ static void ids_of(const nb_model *m, const char *text, int add_bos, char *buf, 
     for (size_t i = 0; i < n && i < 256; i++) snprintf(buf + strlen(buf), cap - strlen(buf), " %d", ids[i]);
 }
 
+/* Runs a two-line --chat with --verbose-prompt (cmd) and checks the ids fed for each turn. */
+static void expect_turns(const char *cmd, const char *want1, const char *want2) {
+    char out[8192];
+    int rc = test_sh(cmd, out, sizeof out);
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    char *l1 = strstr(out, "prompt tokens"), *l2 = l1 ? strstr(l1 + 1, "prompt tokens") : NULL;
+    CHECK(l1 && l2, "two turns expected: %s", out);
+    if (!l1 || !l2) return;
+    *strchr(l1, '\n') = '\0';
+    *strchr(l2, '\n') = '\0';
+    CHECK(!strcmp(strchr(l1, ':') + 1, want1), "turn 1 ids\n%s\nwant\n%s", strchr(l1, ':') + 1, want1);
+    CHECK(!strcmp(strchr(l2, ':') + 1, want2), "turn 2 ids\n%s\nwant\n%s", strchr(l2, ':') + 1, want2);
+}
+
 /* The default model is a base (not instruction-tuned) model, so its answers are not checked; the
  * turns are: Gemma's template, the system text and a blank line in front of the first user text,
  * each model turn closed before the next user turn, BOS only once. */
@@ -76,20 +90,12 @@ TEST(chat_turns_from_stdin) {
     ids_of(m, "<end_of_turn>\n<start_of_turn>user\nAnd of Italy?<end_of_turn>\n<start_of_turn>model\n", 0, want2,
            sizeof want2);
     nb_model_free(m);
-    char cmd[1024], out[8192];
+    char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "printf 'What is the capital of France?\\n\\nAnd of Italy?\\n' | %s run -m %s --chat --temp 0 -n 8 "
              "--system 'Be brief.' --verbose-prompt 2>&1 >/dev/null",
              BIN, MODEL);
-    int rc = test_sh(cmd, out, sizeof out);
-    CHECK(rc == 0, "exit %d: %s", rc, out);
-    char *l1 = strstr(out, "prompt tokens"), *l2 = l1 ? strstr(l1 + 1, "prompt tokens") : NULL;
-    CHECK(l1 && l2, "two turns expected: %s", out);
-    if (!l1 || !l2) return;
-    *strchr(l1, '\n') = '\0';
-    *strchr(l2, '\n') = '\0';
-    CHECK(!strcmp(strchr(l1, ':') + 1, want1), "turn 1 ids\n%s\nwant\n%s", strchr(l1, ':') + 1, want1);
-    CHECK(!strcmp(strchr(l2, ':') + 1, want2), "turn 2 ids\n%s\nwant\n%s", strchr(l2, ':') + 1, want2);
+    expect_turns(cmd, want1, want2);
 }
 
 /* --chat-template: llama.cpp's chatml in place of the file's gemma; the second turn follows the
@@ -107,17 +113,9 @@ TEST(chat_template_flag) {
     snprintf(cmd, sizeof cmd,
              "printf 'Hi there\\nAnd now?\\n' | %s run -m %s --chat --chat-template chatml --temp 0 -n 4 "
              "--system 'Be brief.' --verbose-prompt 2>&1 >/dev/null", BIN, MODEL);
-    int rc = test_sh(cmd, out, sizeof out);
-    CHECK(rc == 0, "exit %d: %s", rc, out);
-    char *l1 = strstr(out, "prompt tokens"), *l2 = l1 ? strstr(l1 + 1, "prompt tokens") : NULL;
-    CHECK(l1 && l2, "two turns expected: %s", out);
-    if (!l1 || !l2) return;
-    *strchr(l1, '\n') = '\0';
-    *strchr(l2, '\n') = '\0';
-    CHECK(!strcmp(strchr(l1, ':') + 1, want1), "turn 1 ids\n%s\nwant\n%s", strchr(l1, ':') + 1, want1);
-    CHECK(!strcmp(strchr(l2, ':') + 1, want2), "turn 2 ids\n%s\nwant\n%s", strchr(l2, ':') + 1, want2);
+    expect_turns(cmd, want1, want2);
     snprintf(cmd, sizeof cmd, "%s run -m %s --chat --chat-template gemma3 < /dev/null 2>&1", BIN, MODEL);
-    rc = test_sh(cmd, out, sizeof out);
+    int rc = test_sh(cmd, out, sizeof out);
     CHECK(rc == 2 && strstr(out, "'gemma3' is none of") && strstr(out, "llama3") && strstr(out, "chatml"),
           "an unknown name: exit %d %s", rc, out);
     snprintf(cmd, sizeof cmd, "%s run -m %s -p hi --chat-template chatml 2>&1", BIN, MODEL);
