@@ -96,6 +96,13 @@ MODEL := models/gemma-3-270m-q4_k_m.gguf
 $(MODEL): scripts/fetch-model.sh
 	bash scripts/fetch-model.sh >/dev/null
 
+# llama.cpp's source tree from the pinned llama-cpp-python's sdist (build/llama-src, ignored): its
+# vocabularies and chat template files are test vectors for C and parity tests alike.
+LLAMA_SRC := build/llama-src/.stamp
+$(LLAMA_SRC): scripts/fetch-llama-src.sh tests/parity/requirements.txt $(VENV)/.stamp
+	bash scripts/fetch-llama-src.sh $(VENV)/bin/pip >/dev/null
+	@touch $@
+
 # Every C test program, then the parity tier; tests/run.sh sums them into one closing line.
 # The build finishes before run.sh starts, so its total stays the last line.
 test:
@@ -103,7 +110,7 @@ test:
 	@bash tests/run.sh $(BUILD) $(PY)
 
 # with a recipe, an up-to-date sub-make stays silent
-test-prereqs: all $(TESTS) $(VENV)/.stamp $(MODEL)
+test-prereqs: all $(TESTS) $(VENV)/.stamp $(MODEL) $(LLAMA_SRC)
 	@:
 
 test-c: all $(TESTS)
