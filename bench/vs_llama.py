@@ -7,7 +7,8 @@ Prints tokens/s (median, min..max over runs), the nibble/llama.cpp ratio, time t
 carry the same Python + numpy overhead). Any GGUF both engines load will do: the prompt is the
 model's BOS token and random ids of its own vocabulary (read once by llama.cpp's vocab-only load).
 Usage:
-  build/venv/bin/python bench/vs_llama.py [-m MODEL] [-t 1,2] [-p 512] [-n 128] [-r 5] [-o md|json]
+  build/venv/bin/python bench/vs_llama.py [-m MODEL] [-t 1,2] [-p 512] [-n 128] [-r 5] [-o md|json] [--flash-attn]
+Run it with and without --flash-attn: llama.cpp's best of the two is the figure to beat.
 The families' random-weight files (tests/parity/make_family_models.py --shape realistic --variants
 q4_k_m) are benchmarked the same way: -m build/families/qwen3-realistic-q4_k_m.gguf.
 """
@@ -30,7 +31,7 @@ def vocab(model):
     return llm.n_vocab(), llm.token_bos()
 
 
-def child(engine, model, threads, n_prompt, n_gen, n_vocab, bos):
+def child(engine, model, threads, n_prompt, n_gen, n_vocab, bos, flash_attn):
     """Runs in a fresh process; prints one JSON line."""
     import numpy as np
     rng = np.random.default_rng(1234)
@@ -51,7 +52,7 @@ def child(engine, model, threads, n_prompt, n_gen, n_vocab, bos):
     else:
         import llama_cpp as L
         llm = L.Llama(model_path=model, n_ctx=n_prompt + n_gen + 16, n_batch=n_prompt, n_ubatch=n_prompt,
-                      n_threads=threads, n_threads_batch=threads, verbose=False)
+                      n_threads=threads, n_threads_batch=threads, flash_attn=flash_attn, verbose=False)
         last = lambda: int(np.argmax(np.ctypeslib.as_array(L.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))))
         t1 = time.perf_counter()
         llm.eval(prompt)
@@ -68,7 +69,8 @@ def child(engine, model, threads, n_prompt, n_gen, n_vocab, bos):
 
 def run_child(engine, a, threads):
     out = subprocess.run([sys.executable, __file__, "--child", engine, "-m", a.model, "-t", str(threads),
-                          "-p", str(a.prompt), "-n", str(a.gen), "--vocab", f"{a.n_vocab},{a.bos}"],
+                          "-p", str(a.prompt), "-n", str(a.gen), "--vocab", f"{a.n_vocab},{a.bos}"] +
+                         (["--flash-attn"] if a.flash_attn else []),
                          capture_output=True, text=True)
     if out.returncode != 0:  # e.g. an engine refusing the file: say why
         sys.exit(f"{engine} on {a.model}: {(out.stderr.strip().splitlines() or ['exit %d' % out.returncode])[-1]}")
@@ -88,6 +90,7 @@ def main():
     ap.add_argument("-n", "--gen", type=int, default=128)
     ap.add_argument("-r", "--reps", type=int, default=5)
     ap.add_argument("-o", "--output", default="md", choices=["md", "json"])
+    ap.add_argument("--flash-attn", action="store_true", help="llama.cpp with flash attention (default off)")
     ap.add_argument("--vocab", help=argparse.SUPPRESS)  # n_vocab,bos: the parent tells its children
     a = ap.parse_args()
     if not a.model:
@@ -95,7 +98,7 @@ def main():
                                  capture_output=True, text=True).stdout.strip().splitlines()[-1]
     if a.child:
         n_vocab, bos = (int(x) for x in a.vocab.split(","))
-        child(a.child, a.model, int(a.threads), a.prompt, a.gen, n_vocab, bos)
+        child(a.child, a.model, int(a.threads), a.prompt, a.gen, n_vocab, bos, a.flash_attn)
         return
     a.n_vocab, a.bos = vocab(a.model)
     rows = []
@@ -114,7 +117,8 @@ def main():
     if a.output == "json":
         print(json.dumps(rows, indent=1))
         return
-    print(f"model {os.path.basename(a.model)}, {a.reps} alternating runs per engine, median (min..max)\n")
+    print(f"model {os.path.basename(a.model)}, {a.reps} alternating runs per engine, median (min..max); "
+          f"llama.cpp flash attention {'on' if a.flash_attn else 'off'}\n")
     print("| threads | test | nibble tok/s | llama.cpp tok/s | ratio |")
     print("|---|---|---|---|---|")
     for r in rows:

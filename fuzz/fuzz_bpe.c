@@ -57,7 +57,7 @@ static int well_formed(const uint8_t *s, size_t n) {
 }
 
 static void run_text(const nb_tokenizer *t, const char *text, size_t len, int exact) {
-    size_t cap = 3 * len + 4; /* a bad byte becomes three (U+FFFD), plus BOS/EOS */
+    size_t cap = NB_TOKENIZE_MAX_IDS(len); /* the public bound, checked below */
     int32_t *ids = malloc(cap * sizeof *ids);
     check(ids != NULL);
     for (int flags = 0; flags < 4; flags++) {

@@ -21,7 +21,7 @@ static void check(int ok) {
 }
 
 static void run_text(const nb_tokenizer *t, const char *text, size_t len) {
-    size_t cap = 2 * len + 4; /* a byte gives at most one id, plus a prefix space per fragment */
+    size_t cap = NB_TOKENIZE_MAX_IDS(len); /* the public bound, checked below */
     int32_t *ids = malloc(cap * sizeof *ids);
     check(ids != NULL);
     for (int flags = 0; flags < 4; flags++) {

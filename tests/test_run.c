@@ -63,9 +63,15 @@ static void ids_of(const nb_model *m, const char *text, int add_bos, char *buf, 
     for (size_t i = 0; i < n && i < 256; i++) snprintf(buf + strlen(buf), cap - strlen(buf), " %d", ids[i]);
 }
 
-/* Runs a two-line --chat with --verbose-prompt (cmd) and checks the ids fed for each turn. */
-static void expect_turns(const char *cmd, const char *want1, const char *want2) {
-    char out[8192];
+/* Runs a two-line --chat with --verbose-prompt (cmd) and checks that each turn fed the ids of its
+ * text: turn1 with BOS, turn2 after the first reply. */
+static void expect_turns(const char *cmd, const char *turn1, const char *turn2) {
+    nb_model *m;
+    CHECK(nb_model_load(MODEL, &m) == NB_OK, "load: %s", nb_last_error());
+    char want1[2048] = "", want2[2048] = "", out[8192];
+    ids_of(m, turn1, 1, want1, sizeof want1);
+    ids_of(m, turn2, 0, want2, sizeof want2);
+    nb_model_free(m);
     int rc = test_sh(cmd, out, sizeof out);
     CHECK(rc == 0, "exit %d: %s", rc, out);
     char *l1 = strstr(out, "prompt tokens"), *l2 = l1 ? strstr(l1 + 1, "prompt tokens") : NULL;
@@ -82,38 +88,25 @@ static void expect_turns(const char *cmd, const char *want1, const char *want2) 
  * each model turn closed before the next user turn, BOS only once. */
 TEST(chat_turns_from_stdin) {
     if (!have_model()) SKIP("model %s absent", MODEL);
-    nb_model *m;
-    CHECK(nb_model_load(MODEL, &m) == NB_OK, "load: %s", nb_last_error());
-    char want1[2048] = "", want2[2048] = "";
-    ids_of(m, "<start_of_turn>user\nBe brief.\n\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n", 1,
-           want1, sizeof want1);
-    ids_of(m, "<end_of_turn>\n<start_of_turn>user\nAnd of Italy?<end_of_turn>\n<start_of_turn>model\n", 0, want2,
-           sizeof want2);
-    nb_model_free(m);
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "printf 'What is the capital of France?\\n\\nAnd of Italy?\\n' | %s run -m %s --chat --temp 0 -n 8 "
              "--system 'Be brief.' --verbose-prompt 2>&1 >/dev/null",
              BIN, MODEL);
-    expect_turns(cmd, want1, want2);
+    expect_turns(cmd, "<start_of_turn>user\nBe brief.\n\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n",
+                 "<end_of_turn>\n<start_of_turn>user\nAnd of Italy?<end_of_turn>\n<start_of_turn>model\n");
 }
 
 /* --chat-template: llama.cpp's chatml in place of the file's gemma; the second turn follows the
  * first reply with the template's text after a reply (its end-of-turn written, not fed). */
 TEST(chat_template_flag) {
     if (!have_model()) SKIP("model %s absent", MODEL);
-    nb_model *m;
-    CHECK(nb_model_load(MODEL, &m) == NB_OK, "load: %s", nb_last_error());
-    char want1[2048] = "", want2[2048] = "";
-    ids_of(m, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n", 1,
-           want1, sizeof want1);
-    ids_of(m, "<|im_end|>\n<|im_start|>user\nAnd now?<|im_end|>\n<|im_start|>assistant\n", 0, want2, sizeof want2);
-    nb_model_free(m);
     char cmd[1024], out[8192];
     snprintf(cmd, sizeof cmd,
              "printf 'Hi there\\nAnd now?\\n' | %s run -m %s --chat --chat-template chatml --temp 0 -n 4 "
              "--system 'Be brief.' --verbose-prompt 2>&1 >/dev/null", BIN, MODEL);
-    expect_turns(cmd, want1, want2);
+    expect_turns(cmd, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n",
+                 "<|im_end|>\n<|im_start|>user\nAnd now?<|im_end|>\n<|im_start|>assistant\n");
     snprintf(cmd, sizeof cmd, "%s run -m %s --chat --chat-template gemma3 < /dev/null 2>&1", BIN, MODEL);
     int rc = test_sh(cmd, out, sizeof out);
     CHECK(rc == 2 && strstr(out, "'gemma3' is none of") && strstr(out, "llama3") && strstr(out, "chatml"),

@@ -325,7 +325,8 @@ static int find_last(const vocab *v, const char *s, size_t len) {
 /* The merge rule written the slow, obvious way: scan all adjacent pairs, merge the best-scoring
  * one (the first found wins ties), repeat. Input bytes are ASCII, so symbols start as bytes; a
  * symbol is a run of s (start[i], len[i]). */
-static size_t naive(const vocab *v, const char *s, int32_t *out) {
+static size_t naive(const void *vp, const char *s, int32_t *out) {
+    const vocab *v = vp;
     size_t start[64], len[64];
     int n = 0;
     for (; s[n]; n++) start[n] = (size_t)n, len[n] = 1;
@@ -349,6 +350,23 @@ static size_t naive(const vocab *v, const char *s, int32_t *out) {
     return m;
 }
 
+/* 50 random strings of 1..30 bytes over {a, b, c}: t gives the ids the naive rule gives on v. */
+static void match_naive(const nb_tokenizer *t, size_t (*naive_ids)(const void *, const char *, int32_t *),
+                        const void *v, int round) {
+    for (int trial = 0; trial < 50; trial++) {
+        char s[40];
+        int len = 1 + (int)(rnd() % 30);
+        for (int j = 0; j < len; j++) s[j] = (char)('a' + rnd() % 3);
+        s[len] = 0;
+        int32_t want[64], got[64];
+        size_t nw = naive_ids(v, s, want), n = 0;
+        CHECK(nb_tokenize(t, s, (size_t)len, 0, 0, got, 64, &n) == NB_OK, "tokenize: %s", nb_last_error());
+        int same = n == nw;
+        for (size_t i = 0; same && i < n; i++) same = got[i] == want[i];
+        CHECK(same, "round %d '%s': nibble %zu ids, naive %zu ids", round, s, n, nw);
+    }
+}
+
 TEST(random_vocab_matches_naive_merge) {
     static char store[200][8];
     for (int round = 0; round < 20; round++) {
@@ -365,18 +383,7 @@ TEST(random_vocab_matches_naive_merge) {
         }
         v.d.n_tokens = v.n;
         nb_tokenizer *t = make(&v);
-        for (int trial = 0; trial < 50 && t; trial++) {
-            char s[40];
-            int len = 1 + (int)(rnd() % 30);
-            for (int j = 0; j < len; j++) s[j] = (char)('a' + rnd() % 3);
-            s[len] = 0;
-            int32_t want[64], got[64];
-            size_t nw = naive(&v, s, want), n = 0;
-            CHECK(nb_tokenize(t, s, (size_t)len, 0, 0, got, 64, &n) == NB_OK, "tokenize: %s", nb_last_error());
-            int same = n == nw;
-            for (size_t i = 0; same && i < n; i++) same = got[i] == want[i];
-            CHECK(same, "round %d '%s': nibble %zu ids, naive %zu ids", round, s, n, nw);
-        }
+        if (t) match_naive(t, naive, &v, round);
         nb_tokenizer_free(t);
     }
 }
@@ -613,7 +620,8 @@ TEST(bpe_descriptor_validation) {
 
 /* The BPE rule the slow way: join the adjacent pair of lowest rank (leftmost first) until none is
  * listed; symbols are raw byte strings, all ASCII letters here so GPT-2 text = raw text. */
-static size_t naive_bpe(const bvocab *v, const char *s, int32_t *out) {
+static size_t naive_bpe(const void *vp, const char *s, int32_t *out) {
+    const bvocab *v = vp;
     char sym[64][64];
     int n = 0;
     for (; s[n]; n++) sym[n][0] = s[n], sym[n][1] = 0;
@@ -668,18 +676,7 @@ TEST(bpe_random_vocab_matches_naive_merge) {
         }
         v.d.n_tokens = v.n, v.d.n_merges = v.nm;
         nb_tokenizer *t = bmake(&v);
-        for (int trial = 0; trial < 50 && t; trial++) {
-            char s[40];
-            int len = 1 + (int)(rnd() % 30);
-            for (int j = 0; j < len; j++) s[j] = (char)('a' + rnd() % 3);
-            s[len] = 0;
-            int32_t want[64], got[64];
-            size_t nw = naive_bpe(&v, s, want), n = 0;
-            CHECK(nb_tokenize(t, s, (size_t)len, 0, 0, got, 64, &n) == NB_OK, "tokenize: %s", nb_last_error());
-            int same = n == nw;
-            for (size_t i = 0; same && i < n; i++) same = got[i] == want[i];
-            CHECK(same, "round %d '%s': nibble %zu ids, naive %zu ids", round, s, n, nw);
-        }
+        if (t) match_naive(t, naive_bpe, &v, round);
         nb_tokenizer_free(t);
     }
 }

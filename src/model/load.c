@@ -360,47 +360,42 @@ static nb_status load(nb_model *m) {
     return NB_OK;
 }
 
-/* Binds m->gguf: family, hyperparameters, tensors, tokenizer. */
-static nb_status bind_model(nb_model *m) {
+/* A model bound over g (family, hyperparameters, tensors, tokenizer); `owned` (g or NULL) is
+ * closed with the model, or at once when binding fails. */
+static nb_status new_model(const nb_gguf *g, nb_gguf *owned, nb_model **out) {
+    nb_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        nb_gguf_close(owned);
+        return nb_fail(NB_ERR_NOMEM, "model: out of memory");
+    }
+    m->gguf = g, m->owned = owned;
     nb_status s = load(m);
-    if (!s) s = nb_tokenizer_from_gguf(m->gguf, &m->tok);
+    if (!s) s = nb_tokenizer_from_gguf(g, &m->tok);
     if (!s && nb_tokenizer_n_tokens(m->tok) != m->info.n_vocab)
         s = nb_fail(NB_ERR_FORMAT, "model: the tokenizer has %d token%s but token_embd has %d row%s",
                     nb_tokenizer_n_tokens(m->tok), nb_plural(nb_tokenizer_n_tokens(m->tok)), m->info.n_vocab,
                     nb_plural(m->info.n_vocab));
+    if (s) {
+        nb_model_free(m);
+        return s;
+    }
     m->info.attn_softcap = m->arch.attn_softcap;
     m->info.final_softcap = m->arch.final_softcap;
     m->info.rope_freq_scale = m->arch.rope_freq_scale;
-    return s;
+    *out = m;
+    return NB_OK;
 }
 
 nb_status nb_model_load(const char *path, nb_model **out) {
     *out = NULL;
-    nb_model *m = calloc(1, sizeof *m);
-    if (!m) return nb_fail(NB_ERR_NOMEM, "model: out of memory");
-    nb_status s = nb_gguf_open_ex(path, NB_GGUF_RESIDENT, &m->owned);
-    m->gguf = m->owned;
-    if (!s) s = bind_model(m);
-    if (s) {
-        nb_model_free(m);
-        return s;
-    }
-    *out = m;
-    return NB_OK;
+    nb_gguf *g;
+    nb_status s = nb_gguf_open_ex(path, NB_GGUF_RESIDENT, &g);
+    return s ? s : new_model(g, g, out);
 }
 
 nb_status nb_model_bind(const nb_gguf *g, nb_model **out) {
     *out = NULL;
-    nb_model *m = calloc(1, sizeof *m);
-    if (!m) return nb_fail(NB_ERR_NOMEM, "model: out of memory");
-    m->gguf = g;
-    nb_status s = bind_model(m);
-    if (s) {
-        nb_model_free(m);
-        return s;
-    }
-    *out = m;
-    return NB_OK;
+    return new_model(g, NULL, out);
 }
 
 void nb_model_free(nb_model *m) {

@@ -143,10 +143,10 @@ def model_path():
     return os.path.join(ROOT, out.strip().splitlines()[-1])
 
 
-def llama_logits(path, seqs, **kw):
+def llama_logits(path, seqs, n_ctx=1024, **kw):
     """llama.cpp's logits (float32 rows) for each token sequence from an empty cache, and the Llama."""
     from llama_cpp import Llama
-    llm = Llama(model_path=path, n_ctx=1024, n_threads=2, logits_all=True, verbose=False, **kw)
+    llm = Llama(model_path=path, n_ctx=n_ctx, n_threads=2, logits_all=True, verbose=False, **kw)
     out = []
     for toks in seqs:
         llm.reset()

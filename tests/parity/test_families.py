@@ -40,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import make_family_models as fam  # noqa: E402
-from nbctypes import Model, kl_rows, load_lib  # noqa: E402
+from nbctypes import Model, kl_rows, llama_logits, load_lib  # noqa: E402
 from tally import Tally  # noqa: E402
 from test_runtime import TEXTS  # noqa: E402
 
@@ -56,13 +56,7 @@ T = Tally(verbose=True)
 
 def llama_run(path, seqs, prompt, n_ctx):
     """llama.cpp's logits for each sequence from an empty cache, and its greedy continuation."""
-    from llama_cpp import Llama
-    llm = Llama(model_path=path, n_ctx=n_ctx, n_threads=2, logits_all=True, seed=1, verbose=False)
-    out = []
-    for toks in seqs:
-        llm.reset()
-        llm.eval(toks)
-        out.append(np.array(llm.scores[:len(toks)], dtype=np.float32))
+    llm, out = llama_logits(path, seqs, n_ctx=n_ctx, seed=1)
     llm.reset()
     greedy = []
     for t in llm.generate(prompt, temp=0.0, top_k=1, reset=True):
