@@ -126,19 +126,29 @@ TEST(avx2_matches_reference) {
     all_shapes_isa(NB_ISA_AVX2);
 }
 
-/* The AVX2 GEMM panels (x86/avx2/units.h): rows that span several decoded chunks, more tokens
- * than the panel keeps lane sums for, and a row count off the panel's 8. */
-TEST(avx2_gemm_panels_match_reference) {
-    if (nb_isa_best() < NB_ISA_AVX2) SKIP("no AVX2");
+/* The GEMM panels (x86/avx2/units.h for AVX2; kpanel.h's K-quant panels in both sets): rows that
+ * span several decoded chunks, more tokens than a panel keeps lane sums for, and a row count off
+ * the panel's 8. */
+static void gemm_panels_isa(nb_isa isa) {
     for (int ti = 0; ti < ntypes; ti++) {
         if (!is_block_type(types[ti])) continue;
         int64_t n_in[3];
         shapes(types[ti], n_in);
         problem p;
         CHECK(make(&p, types[ti], 13, n_in[2], 70), "setup %s", nb_type_name(types[ti]));
-        compare_isa(NB_ISA_AVX2, &p, NB_ROUTE_QUANT);
+        compare_isa(isa, &p, NB_ROUTE_QUANT);
         drop(&p);
     }
+}
+
+TEST(avx2_gemm_panels_match_reference) {
+    if (nb_isa_best() < NB_ISA_AVX2) SKIP("no AVX2");
+    gemm_panels_isa(NB_ISA_AVX2);
+}
+
+TEST(avx512_gemm_panels_match_reference) {
+    if (nb_isa_best() < NB_ISA_AVX512 || !nb_cpu()->avx512vnni) SKIP("no AVX-512");
+    gemm_panels_isa(NB_ISA_AVX512);
 }
 
 TEST(avx512_matches_reference) {
@@ -552,6 +562,7 @@ int main(void) {
     RUN(act_quantizers_match_reference);
     RUN(avx2_matches_reference);
     RUN(avx2_gemm_panels_match_reference);
+    RUN(avx512_gemm_panels_match_reference);
     RUN(avx512_matches_reference);
     RUN(float_tiles_agree_across_sets);
     RUN(fp4_scale_codes_match_reference);

@@ -56,6 +56,8 @@ static inline __m256i q5_high(__m256i qh, int g) {
     return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
+#include "kernels/x86/avx2/kpanel.h" /* after k_scales, which its Q4_K decoder reads */
+
 /* Q4_K, and Q5_K (five): the same but for a fifth bit per code from qh (codes 0..31: vpmaddubsw's
  * pair sums stay within 2*31*127). batch: Q4_K's order in a batch, one fma per 64 elements
  * (kernels.h). */
@@ -301,14 +303,7 @@ KQ_TILE_OF(q5_k, tile_q45_k(1, 0, R, T, nb, w, ws, rs, a, as, y, ldy))
 KQ_TILE_OF(q6_k, tile_q6_k_in(0, R, T, nb, w, ws, rs, a, as, y, ldy))
 KQ_TILE_OF(q6_k_batch, tile_q6_k_in(1, R, T, nb, w, ws, rs, a, as, y, ldy))
 
-/* The batch orders' GEMM of many tokens, when the including file supplies one (an nb_mm_fn named
- * KQ_PANEL_<family>; AVX2: panel.h's 8-row panels), taken from KQ_PANEL_MIN_TOKENS tokens. */
-#ifndef KQ_PANEL_q4_k_batch
-#define KQ_PANEL_q4_k_batch NULL
-#endif
-#ifndef KQ_PANEL_q6_k_batch
-#define KQ_PANEL_q6_k_batch NULL
-#endif
+/* The batch orders' GEMM of many tokens (kpanel.h's 8-row panels), from KQ_PANEL_MIN_TOKENS tokens. */
 #define KQ_PANEL_MIN_TOKENS 16
 
 #define KQ_CAT3(a, b, c) a##b##c
@@ -340,9 +335,9 @@ KQ_TILE_OF(q6_k_batch, tile_q6_k_in(1, R, T, nb, w, ws, rs, a, as, y, ldy))
     }
 
 KERNEL(q4_k, NULL)
-KERNEL(q4_k_batch, KQ_PANEL_q4_k_batch)
+KERNEL(q4_k_batch, q4k_panel_gemm)
 KERNEL(q5_k, NULL)
 KERNEL(q6_k, NULL)
-KERNEL(q6_k_batch, KQ_PANEL_q6_k_batch)
+KERNEL(q6_k_batch, q6_panel_gemm)
 
 #endif

@@ -1,0 +1,238 @@
+/*
+ * kpanel.h: the GEMM of many tokens for the batch orders of Q4_K and Q6_K (kernels.h) on
+ * panel.h's 8-row panels, shared by both x86 sets: kquants.h includes it after k_scales, and each
+ * set compiles it with its own kq_dot16 (AVX2: vpmaddwd then an add; AVX-512: vpdpwssd) and its
+ * own 16 or 32 registers. Per group of 4 elements, one register holds the group for 8 rows and
+ * meets each token's 4 activation bytes by vpmaddubsw; the groups under one scale add their pair
+ * sums as words first, so that one scale multiply serves 4 (Q6_K) or 8 (Q4_K) of them.
+ */
+#ifndef NB_KERNELS_X86_KPANEL_H
+#define NB_KERNELS_X86_KPANEL_H
+
+#include <string.h>
+
+#include "formats/blocks.h"
+#include "kernels/x86/avx2/panel.h"
+
+/* Q6_K panel: KB blocks of 8 rows, each code as w = q - 32 (signed, |w| <= 32: vpmaddubsw's pair
+ * sums stay within 2*32*127 under the sign trick), the scales as the 8 rows' int16 pairs for
+ * vpmaddwd. Group k of 4 elements of a 32-element group g shares the 16-element scale 2g + k/4. */
+#define KB 4 /* blocks per chunk: 8 KiB of codes, 2 KiB of scales */
+typedef struct {
+    __m256i q[KB][8][8]; /* [block][group g][lane k] dword r: row r's w at 32g+4k..32g+4k+3 */
+    __m256i s[KB][16];   /* [block][scale j] dword r: row r's scale j in both words */
+    __m256 d[KB];        /* the 8 rows' d */
+} q6_panel;
+
+/* A row's 8 groups of 32 codes (element order) minus 32, as the tiles of kquants.h decode them. */
+static inline void q6_groups(const nb_block_q6_k *b, __m256i g[8]) {
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+        const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        const __m256i lo[4] = {_mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4),
+                               _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
+        for (int j = 0; j < 4; j++) {
+            const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j), m2), 4);
+            g[4 * h + j] = _mm256_sub_epi8(_mm256_or_si256(lo[j], hi), k32);
+        }
+    }
+}
+
+static void q6_decode(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
+    q6_panel *p = pv;
+    for (int i = 0; i < nb; i++) {
+        __m256i slo[NB_PANEL_R], shi[NB_PANEL_R];
+        float d[NB_PANEL_R];
+        for (int r = 0; r < NB_PANEL_R; r++) {
+            __m256i g[8];
+            if (r < rows) {
+                const nb_block_q6_k *b = (const nb_block_q6_k *)(w + (size_t)r * ws) + i0 + i;
+                q6_groups(b, g);
+                /* scales as words, each doubled into a dword: j 0-3 | 8-11 and j 4-7 | 12-15 */
+                const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+                slo[r] = _mm256_unpacklo_epi16(s, s), shi[r] = _mm256_unpackhi_epi16(s, s);
+                d[r] = _cvtsh_ss(b->d);
+            } else {
+                for (int j = 0; j < 8; j++) g[j] = _mm256_setzero_si256();
+                slo[r] = shi[r] = _mm256_setzero_si256(), d[r] = 0;
+            }
+            for (int j = 0; j < 8; j++) p->q[i][j][r] = g[j]; /* row-major here, transposed below */
+        }
+        for (int j = 0; j < 8; j++) nb_transpose8(p->q[i][j]);
+        nb_transpose8(slo);
+        nb_transpose8(shi);
+        for (int m = 0; m < 4; m++) {
+            p->s[i][m] = slo[m], p->s[i][m + 8] = slo[m + 4];
+            p->s[i][m + 4] = shi[m], p->s[i][m + 12] = shi[m + 4];
+        }
+        p->d[i] = _mm256_loadu_ps(d);
+    }
+}
+
+/* The batch order (kernels.h): per block, row and token the exact sum over the block, then one
+ * chain per row, acc = fma(d * (float)isum, da, acc), the 8 rows in the dwords of acc[t][0]. Per
+ * group of 4 elements and token: a broadcast, vpsignb, vpmaddubsw and a word add for 8 rows; the
+ * 4 groups of a 16-element scale add their pair sums as words (|.| <= 4*2*32*127 < 2^15) before
+ * one kq_dot16 applies the scale. */
+static inline __attribute__((always_inline)) void q6_tokens(int T, const void *pv, int nb, const uint8_t *a, size_t as,
+                                                            __m256 acc[][8], int first) {
+    const q6_panel *p = pv;
+    __m256 c[NB_PANEL_G];
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) c[t] = first ? _mm256_setzero_ps() : acc[t][0];
+    for (int i = 0; i < nb; i++) {
+        const nb_block_q8_k *ab[NB_PANEL_G];
+        __m256i isum[NB_PANEL_G];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i, isum[t] = _mm256_setzero_si256();
+        #pragma GCC unroll 1
+        for (int j = 0; j < 16; j++) { /* the 16-element scale j: groups 4j..4j+3 of 4 elements */
+            __m256i p16[NB_PANEL_G];
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) p16[t] = _mm256_setzero_si256();
+            #pragma GCC unroll 4
+            for (int k = 4 * (j & 1); k < 4 * (j & 1) + 4; k++) {
+                const __m256i q = _mm256_load_si256(&p->q[i][j / 2][k]), qa = _mm256_abs_epi8(q);
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    int32_t v;
+                    memcpy(&v, ab[t]->qs + 16 * j + 4 * (k & 3), 4);
+                    p16[t] = _mm256_add_epi16(p16[t], _mm256_maddubs_epi16(qa, _mm256_sign_epi8(_mm256_set1_epi32(v), q)));
+                }
+            }
+            const __m256i s = _mm256_load_si256(&p->s[i][j]);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) isum[t] = kq_dot16(isum[t], p16[t], s);
+        }
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            c[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->d[i], _mm256_cvtepi32_ps(isum[t])), _mm256_set1_ps(ab[t]->d), c[t]);
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) acc[t][0] = c[t];
+}
+
+static void q6_panel_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                          float *y, size_t ldy) {
+    q6_panel p;
+    nb_panel_gemm(q6_decode, q6_tokens, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_ONE, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);
+}
+
+/* Q4_K panel: KB blocks of 8 rows, the codes unsigned (0..15, so
+ * vpmaddubsw takes them as they are), each 32-element group's scale as the 8 rows' int16 pairs,
+ * each 64 elements' two minimums as one int16 pair per row. */
+typedef struct {
+    __m256i q[KB][8][8]; /* [block][group g][lane k] dword r: row r's codes 32g+4k..32g+4k+3 */
+    __m256i s[KB][8];    /* [block][group g] dword r: row r's scale g in both words */
+    __m256i m[KB][4];    /* [block][64 elements c] dword r: row r's minimums 2c, 2c+1 */
+    __m256 d[KB], dmin[KB];
+} q4k_panel;
+
+static void q4k_decode(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
+    q4k_panel *p = pv;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int i = 0; i < nb; i++) {
+        __m256i sc[NB_PANEL_R], mn[NB_PANEL_R];
+        float d[NB_PANEL_R], dmin[NB_PANEL_R];
+        for (int r = 0; r < NB_PANEL_R; r++) {
+            if (r < rows) {
+                const nb_block_q4_k *b = (const nb_block_q4_k *)(w + (size_t)r * ws) + i0 + i;
+                for (int c = 0; c < 4; c++) {
+                    const __m256i qv = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+                    p->q[i][2 * c][r] = _mm256_and_si256(qv, m4);
+                    p->q[i][2 * c + 1][r] = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+                }
+                __m128i sc8, m8;
+                k_scales(b->scales, &sc8, &m8);
+                const __m256i s32 = _mm256_cvtepu8_epi32(sc8);
+                sc[r] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+                mn[r] = _mm256_castsi128_si256(_mm_cvtepu8_epi16(m8)); /* dword c: m_2c | m_2c+1 << 16 */
+                d[r] = _cvtsh_ss(b->d), dmin[r] = _cvtsh_ss(b->dmin);
+            } else {
+                for (int g = 0; g < 8; g++) p->q[i][g][r] = _mm256_setzero_si256();
+                sc[r] = mn[r] = _mm256_setzero_si256(), d[r] = dmin[r] = 0;
+            }
+        }
+        for (int g = 0; g < 8; g++) nb_transpose8(p->q[i][g]);
+        nb_transpose8(sc);
+        nb_transpose8(mn);
+        for (int g = 0; g < 8; g++) p->s[i][g] = sc[g];
+        for (int c = 0; c < 4; c++) p->m[i][c] = mn[c];
+        p->d[i] = _mm256_loadu_ps(d), p->dmin[i] = _mm256_loadu_ps(dmin);
+    }
+}
+
+/* The batch order (kernels.h): per 64 elements c, row and token the exact scaled sum and the two
+ * minimums' m_2c*B_2c + m_2c+1*B_2c+1 (B_j: the activation's 32-element sums), then the two
+ * chains per row, acc[t][0] and acc[t][1]. Per group of 4 elements and token: a broadcast,
+ * vpmaddubsw and a word add for 8 rows; a 32-element group's 8 pair sums add as words (|.| <=
+ * 8*2*15*127 < 2^15) before one kq_dot16 applies its scale. The minimums' chain reads no codes:
+ * it runs after the sums', so that the sums' loop holds only their own registers. */
+static inline __attribute__((always_inline)) void q4k_tokens(int T, const void *pv, int nb, const uint8_t *a,
+                                                             size_t as, __m256 acc[][8], int first) {
+    const q4k_panel *p = pv;
+    __m256 c0[NB_PANEL_G], c1[NB_PANEL_G];
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) c0[t] = first ? _mm256_setzero_ps() : acc[t][0];
+    for (int i = 0; i < nb; i++) {
+        const nb_block_q8_k *ab[NB_PANEL_G];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
+        #pragma GCC unroll 1
+        for (int c = 0; c < 4; c++) {
+            __m256i isum[NB_PANEL_G];
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
+            #pragma GCC unroll 2
+            for (int g = 2 * c; g < 2 * c + 2; g++) {
+                __m256i p16[NB_PANEL_G];
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++) p16[t] = _mm256_setzero_si256();
+                #pragma GCC unroll 8
+                for (int k = 0; k < 8; k++) {
+                    const __m256i q = _mm256_load_si256(&p->q[i][g][k]);
+                    #pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) {
+                        int32_t v;
+                        memcpy(&v, ab[t]->qs + 32 * g + 4 * k, 4);
+                        p16[t] = _mm256_add_epi16(p16[t], _mm256_maddubs_epi16(q, _mm256_set1_epi32(v)));
+                    }
+                }
+                const __m256i s = _mm256_load_si256(&p->s[i][g]);
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++) isum[t] = kq_dot16(isum[t], p16[t], s);
+            }
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+                c0[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->d[i], _mm256_set1_ps(ab[t]->d)), _mm256_cvtepi32_ps(isum[t]), c0[t]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) c1[t] = first ? _mm256_setzero_ps() : acc[t][1];
+    for (int i = 0; i < nb; i++) {
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const nb_block_q8_k *ab = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
+            int32_t bp[4]; /* c: B_2c | B_2c+1 << 16, B_j = bsums[2j] + bsums[2j+1] */
+            _mm_storeu_si128((__m128i *)bp, _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)ab->bsums),
+                                                           _mm_loadu_si128((const __m128i *)ab->bsums + 1)));
+            const __m256 dm = _mm256_mul_ps(p->dmin[i], _mm256_set1_ps(ab->d));
+            #pragma GCC unroll 4
+            for (int c = 0; c < 4; c++)
+                c1[t] = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(_mm256_madd_epi16(p->m[i][c], _mm256_set1_epi32(bp[c]))), c1[t]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) acc[t][0] = c0[t], acc[t][1] = c1[t];
+}
+
+static void q4k_panel_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                           float *y, size_t ldy) {
+    q4k_panel p;
+    nb_panel_gemm(q4k_decode, q4k_tokens, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_MINUS, n / NB_QK_K, w, ws, a, as, nr,
+                  nt, y, ldy);
+}
+
+#endif
