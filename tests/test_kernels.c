@@ -135,7 +135,7 @@ static void gemm_panels_isa(nb_isa isa) {
         int64_t n_in[3];
         shapes(types[ti], n_in);
         problem p;
-        CHECK(make(&p, types[ti], 13, n_in[2], 70), "setup %s", nb_type_name(types[ti]));
+        CHECK(make(&p, types[ti], 13, n_in[2], 71), "setup %s", nb_type_name(types[ti]));
         compare_isa(isa, &p, NB_ROUTE_QUANT);
         drop(&p);
     }

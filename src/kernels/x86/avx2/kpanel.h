@@ -14,68 +14,67 @@
 #include "formats/blocks.h"
 #include "kernels/x86/avx2/panel.h"
 
-/* Q6_K panel: KB blocks of 8 rows, each code as w = q - 32 (signed, |w| <= 32: vpmaddubsw's pair
- * sums stay within 2*32*127 under the sign trick), the scales as the 8 rows' int16 pairs for
- * vpmaddwd. Group k of 4 elements of a 32-element group g shares the 16-element scale 2g + k/4. */
-#define KB 4 /* blocks per chunk: 8 KiB of codes, 2 KiB of scales */
+/* Q6_K panel: KB blocks of 8 rows, the codes unsigned (0..63, so vpmaddubsw and vpdpbusd take
+ * them as they are), each 16-element scale as the including set's scale dwords (kp_scale_word),
+ * and the scale pairs for the code offset's share. Group k of 4 elements of a 32-element group g
+ * shares the 16-element scale 2g + k/4. */
+#define KB 4 /* blocks per chunk: 8 KiB of codes, 3 KiB of scales */
 typedef struct {
-    __m256i q[KB][8][8]; /* [block][group g][lane k] dword r: row r's w at 32g+4k..32g+4k+3 */
-    __m256i s[KB][16];   /* [block][scale j] dword r: row r's scale j in both words */
+    __m256i q[KB][8][8]; /* [block][group g][lane k] dword r: row r's codes 32g+4k..32g+4k+3 */
+    __m256i s[KB][16];   /* [block][scale j] dword r: kp_scale_word(row r's scale j) */
+    __m256i sp[KB][8];   /* [block][pair m] dword r: row r's scales 2m | 2m+1 << 16 */
     __m256 d[KB];        /* the 8 rows' d */
 } q6_panel;
 
-/* A row's 8 groups of 32 codes (element order) minus 32, as the tiles of kquants.h decode them. */
+/* A row's 8 groups of 32 codes (element order), 0..63. */
 static inline void q6_groups(const nb_block_q6_k *b, __m256i g[8]) {
-    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), k32 = _mm256_set1_epi8(32);
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3);
     for (int h = 0; h < 2; h++) {
         const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
         const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
         const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
         const __m256i lo[4] = {_mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4),
                                _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
-        for (int j = 0; j < 4; j++) {
-            const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j), m2), 4);
-            g[4 * h + j] = _mm256_sub_epi8(_mm256_or_si256(lo[j], hi), k32);
-        }
+        for (int j = 0; j < 4; j++)
+            g[4 * h + j] = _mm256_or_si256(lo[j], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j), m2), 4));
     }
 }
 
 static void q6_decode(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
     q6_panel *p = pv;
     for (int i = 0; i < nb; i++) {
-        __m256i slo[NB_PANEL_R], shi[NB_PANEL_R];
+        __m256i s0[NB_PANEL_R], s1[NB_PANEL_R], sp[NB_PANEL_R];
         float d[NB_PANEL_R];
         for (int r = 0; r < NB_PANEL_R; r++) {
             __m256i g[8];
             if (r < rows) {
                 const nb_block_q6_k *b = (const nb_block_q6_k *)(w + (size_t)r * ws) + i0 + i;
                 q6_groups(b, g);
-                /* scales as words, each doubled into a dword: j 0-3 | 8-11 and j 4-7 | 12-15 */
-                const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-                slo[r] = _mm256_unpacklo_epi16(s, s), shi[r] = _mm256_unpackhi_epi16(s, s);
+                const __m128i sc = _mm_loadu_si128((const __m128i *)b->scales);
+                s0[r] = kp_scale_word(_mm256_cvtepi8_epi32(sc));                     /* scales 0-7 */
+                s1[r] = kp_scale_word(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(sc, sc))); /* 8-15 */
+                sp[r] = _mm256_cvtepi8_epi16(sc); /* as dwords: the pairs 2m | 2m+1 << 16 */
                 d[r] = _cvtsh_ss(b->d);
             } else {
                 for (int j = 0; j < 8; j++) g[j] = _mm256_setzero_si256();
-                slo[r] = shi[r] = _mm256_setzero_si256(), d[r] = 0;
+                s0[r] = s1[r] = sp[r] = _mm256_setzero_si256(), d[r] = 0;
             }
             for (int j = 0; j < 8; j++) p->q[i][j][r] = g[j]; /* row-major here, transposed below */
         }
         for (int j = 0; j < 8; j++) nb_transpose8(p->q[i][j]);
-        nb_transpose8(slo);
-        nb_transpose8(shi);
-        for (int m = 0; m < 4; m++) {
-            p->s[i][m] = slo[m], p->s[i][m + 8] = slo[m + 4];
-            p->s[i][m + 4] = shi[m], p->s[i][m + 12] = shi[m + 4];
-        }
+        nb_transpose8(s0);
+        nb_transpose8(s1);
+        nb_transpose8(sp);
+        for (int j = 0; j < 8; j++) p->s[i][j] = s0[j], p->s[i][j + 8] = s1[j], p->sp[i][j] = sp[j];
         p->d[i] = _mm256_loadu_ps(d);
     }
 }
 
 /* The batch order (kernels.h): per block, row and token the exact sum over the block, then one
- * chain per row, acc = fma(d * (float)isum, da, acc), the 8 rows in the dwords of acc[t][0]. Per
- * group of 4 elements and token: a broadcast, vpsignb, vpmaddubsw and a word add for 8 rows; the
- * 4 groups of a 16-element scale add their pair sums as words (|.| <= 4*2*32*127 < 2^15) before
- * one kq_dot16 applies the scale. */
+ * chain per row, acc = fma(d * (float)isum, da, acc), the 8 rows in the dwords of acc[t][0]. The
+ * sum starts at the code offset's share, -32 * sum_j sc_j * bsums_j (8 kq_dot16 of scale pairs
+ * against bsum pairs); then per group of 4 elements and token a broadcast and one kp_codes for 8
+ * rows, and one kp_scaled per KP_Q6_RUN groups under one scale. */
 static inline __attribute__((always_inline)) void q6_tokens(int T, const void *pv, int nb, const uint8_t *a, size_t as,
                                                             __m256 acc[][8], int first) {
     const q6_panel *p = pv;
@@ -86,25 +85,38 @@ static inline __attribute__((always_inline)) void q6_tokens(int T, const void *p
         const nb_block_q8_k *ab[NB_PANEL_G];
         __m256i isum[NB_PANEL_G];
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i, isum[t] = _mm256_setzero_si256();
+        for (int t = 0; t < T; t++) {
+            ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
+            __m256i off = _mm256_setzero_si256();
+            #pragma GCC unroll 8
+            for (int m = 0; m < 8; m++) {
+                int32_t bp;
+                memcpy(&bp, ab[t]->bsums + 2 * m, 4);
+                off = kq_dot16(off, p->sp[i][m], _mm256_set1_epi32(bp));
+            }
+            isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+        }
         #pragma GCC unroll 1
         for (int j = 0; j < 16; j++) { /* the 16-element scale j: groups 4j..4j+3 of 4 elements */
-            __m256i p16[NB_PANEL_G];
-            #pragma GCC unroll 8
-            for (int t = 0; t < T; t++) p16[t] = _mm256_setzero_si256();
-            #pragma GCC unroll 4
-            for (int k = 4 * (j & 1); k < 4 * (j & 1) + 4; k++) {
-                const __m256i q = _mm256_load_si256(&p->q[i][j / 2][k]), qa = _mm256_abs_epi8(q);
-                #pragma GCC unroll 8
-                for (int t = 0; t < T; t++) {
-                    int32_t v;
-                    memcpy(&v, ab[t]->qs + 16 * j + 4 * (k & 3), 4);
-                    p16[t] = _mm256_add_epi16(p16[t], _mm256_maddubs_epi16(qa, _mm256_sign_epi8(_mm256_set1_epi32(v), q)));
-                }
-            }
             const __m256i s = _mm256_load_si256(&p->s[i][j]);
-            #pragma GCC unroll 8
-            for (int t = 0; t < T; t++) isum[t] = kq_dot16(isum[t], p16[t], s);
+            #pragma GCC unroll 4
+            for (int k0 = 4 * (j & 1); k0 < 4 * (j & 1) + 4; k0 += KP_Q6_RUN) {
+                __m256i run[NB_PANEL_G];
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++) run[t] = _mm256_setzero_si256();
+                #pragma GCC unroll 4
+                for (int k = k0; k < k0 + KP_Q6_RUN; k++) {
+                    const __m256i q = _mm256_load_si256(&p->q[i][j / 2][k]);
+                    #pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) {
+                        int32_t v;
+                        memcpy(&v, ab[t]->qs + 16 * j + 4 * (k & 3), 4);
+                        run[t] = kp_codes(run[t], q, _mm256_set1_epi32(v));
+                    }
+                }
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++) isum[t] = kp_scaled(isum[t], run[t], s);
+            }
         }
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++)
@@ -146,8 +158,7 @@ static void q4k_decode(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb
                 }
                 __m128i sc8, m8;
                 k_scales(b->scales, &sc8, &m8);
-                const __m256i s32 = _mm256_cvtepu8_epi32(sc8);
-                sc[r] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+                sc[r] = kp_scale_word(_mm256_cvtepu8_epi32(sc8));
                 mn[r] = _mm256_castsi128_si256(_mm_cvtepu8_epi16(m8)); /* dword c: m_2c | m_2c+1 << 16 */
                 d[r] = _cvtsh_ss(b->d), dmin[r] = _cvtsh_ss(b->dmin);
             } else {
@@ -197,12 +208,12 @@ static inline __attribute__((always_inline)) void q4k_tokens(int T, const void *
                     for (int t = 0; t < T; t++) {
                         int32_t v;
                         memcpy(&v, ab[t]->qs + 32 * g + 4 * k, 4);
-                        p16[t] = _mm256_add_epi16(p16[t], _mm256_maddubs_epi16(q, _mm256_set1_epi32(v)));
+                        p16[t] = kp_codes(p16[t], q, _mm256_set1_epi32(v));
                     }
                 }
                 const __m256i s = _mm256_load_si256(&p->s[i][g]);
                 #pragma GCC unroll 8
-                for (int t = 0; t < T; t++) isum[t] = kq_dot16(isum[t], p16[t], s);
+                for (int t = 0; t < T; t++) isum[t] = kp_scaled(isum[t], p16[t], s);
             }
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++)

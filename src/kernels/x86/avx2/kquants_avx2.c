@@ -12,5 +12,14 @@
 static inline __m256i kq_dot16(__m256i acc, __m256i pairs, __m256i scales) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, scales));
 }
+/* The K-quant panels' group sums (kpanel.h): vpmaddubsw's pair sums added as words, then one
+ * kq_dot16 against the scale in both words of each dword; words hold 8 Q4_K groups (8*2*15*127)
+ * but only 2 of Q6_K's (2*2*63*127 < 2^15). */
+static inline __m256i kp_codes(__m256i acc, __m256i q, __m256i a) {
+    return _mm256_add_epi16(acc, _mm256_maddubs_epi16(q, a));
+}
+static inline __m256i kp_scaled(__m256i isum, __m256i acc, __m256i s) { return kq_dot16(isum, acc, s); }
+static inline __m256i kp_scale_word(__m256i s32) { return _mm256_blend_epi16(s32, _mm256_slli_epi32(s32, 16), 0xAA); }
+#define KP_Q6_RUN 2
 
 #include "kernels/x86/avx2/kquants.h"

@@ -29,7 +29,12 @@
 
 #define NB_PANEL_R 8  /* rows per panel: the dwords of a register */
 #define NB_PANEL_T 64 /* tokens whose lane sums are kept between chunks of a long row: 16 KiB */
-#define NB_PANEL_G 4  /* tokens per register tile (6 and 8 measured the same) */
+#ifndef NB_PANEL_G /* tokens per register tile, 4 or 8: AVX2's 16 registers take 4 (6 and 8 measured the same) */
+#define NB_PANEL_G 4
+#endif
+#if NB_PANEL_G != 4 && NB_PANEL_G != 8
+#error "NB_PANEL_G is 4 or 8"
+#endif
 enum { NB_PANEL_TREE, NB_PANEL_ONE, NB_PANEL_MINUS }; /* how a token's registers make its 8 results */
 
 /* out[k] dword r = v[r] dword k. */
@@ -88,15 +93,27 @@ static inline __attribute__((always_inline)) void nb_panel_gemm(nb_panel_decode_
                     case 1: tokens(1, panel, un, at, as, acc + t, u0 == 0); break;
                     case 2: tokens(2, panel, un, at, as, acc + t, u0 == 0); break;
                     case 3: tokens(3, panel, un, at, as, acc + t, u0 == 0); break;
+#if NB_PANEL_G == 8
+                    case 4: tokens(4, panel, un, at, as, acc + t, u0 == 0); break;
+                    case 5: tokens(5, panel, un, at, as, acc + t, u0 == 0); break;
+                    case 6: tokens(6, panel, un, at, as, acc + t, u0 == 0); break;
+                    case 7: tokens(7, panel, un, at, as, acc + t, u0 == 0); break;
+#endif
                     default: tokens(NB_PANEL_G, panel, un, at, as, acc + t, u0 == 0);
                     }
                 }
             }
             for (int t = 0; t < tn; t++) {
-                float v[NB_PANEL_R];
-                _mm256_storeu_ps(v, out == NB_PANEL_TREE ? nb_panel_reduce(acc[t])
-                                    : out == NB_PANEL_ONE ? acc[t][0] : _mm256_sub_ps(acc[t][0], acc[t][1]));
-                memcpy(y + (size_t)(t0 + t) * ldy + r0, v, sizeof(float) * (size_t)rows);
+                const __m256 v = out == NB_PANEL_TREE ? nb_panel_reduce(acc[t])
+                                 : out == NB_PANEL_ONE ? acc[t][0] : _mm256_sub_ps(acc[t][0], acc[t][1]);
+                float *yt = y + (size_t)(t0 + t) * ldy + r0;
+                if (rows == NB_PANEL_R) { /* a store, not a call to memcpy per token */
+                    _mm256_storeu_ps(yt, v);
+                } else {
+                    float part[NB_PANEL_R];
+                    _mm256_storeu_ps(part, v);
+                    memcpy(yt, part, sizeof(float) * (size_t)rows);
+                }
             }
         }
     }
