@@ -1,10 +1,11 @@
 /*
  * kpanel.h: the GEMM of many tokens for the batch orders of Q4_K and Q6_K (kernels.h) on
  * panel.h's 8-row panels, shared by both x86 sets: kquants.h includes it after k_scales, and each
- * set compiles it with its own kq_dot16 (AVX2: vpmaddwd then an add; AVX-512: vpdpwssd) and its
- * own 16 or 32 registers. Per group of 4 elements, one register holds the group for 8 rows and
- * meets each token's 4 activation bytes by vpmaddubsw; the groups under one scale add their pair
- * sums as words first, so that one scale multiply serves 4 (Q6_K) or 8 (Q4_K) of them.
+ * set compiles it with its own group sums and registers (kquants.h: kp_codes, kp_scaled,
+ * kp_scale_word, KP_Q6_RUN; NB_PANEL_G). Per group of 4 elements, one register holds the group
+ * for 8 rows and meets each token's 4 activation bytes in one kp_codes (AVX2: vpmaddubsw and a
+ * word add; AVX-512: vpdpbusd); the groups under one scale are summed first, so that one
+ * kp_scaled applies it to all of them.
  */
 #ifndef NB_KERNELS_X86_KPANEL_H
 #define NB_KERNELS_X86_KPANEL_H
@@ -132,12 +133,12 @@ static void q6_panel_gemm(int64_t n, const void *w, size_t ws, const void *a, si
     nb_panel_gemm(q6_decode, q6_tokens, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_ONE, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);
 }
 
-/* Q4_K panel: KB blocks of 8 rows, the codes unsigned (0..15, so
- * vpmaddubsw takes them as they are), each 32-element group's scale as the 8 rows' int16 pairs,
- * each 64 elements' two minimums as one int16 pair per row. */
+/* Q4_K panel: KB blocks of 8 rows, the codes unsigned (0..15, taken as they are), each
+ * 32-element group's scale as the including set's scale dwords (kp_scale_word), each 64
+ * elements' two minimums as one int16 pair per row. */
 typedef struct {
     __m256i q[KB][8][8]; /* [block][group g][lane k] dword r: row r's codes 32g+4k..32g+4k+3 */
-    __m256i s[KB][8];    /* [block][group g] dword r: row r's scale g in both words */
+    __m256i s[KB][8];    /* [block][group g] dword r: kp_scale_word(row r's scale g) */
     __m256i m[KB][4];    /* [block][64 elements c] dword r: row r's minimums 2c, 2c+1 */
     __m256 d[KB], dmin[KB];
 } q4k_panel;
