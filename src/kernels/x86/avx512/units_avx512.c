@@ -21,21 +21,26 @@
  * broadcasts, a scale permute and, for Q5_0, qh bits regrouped in general registers, all of which
  * cost more than the halved count of multiply-adds saves.
  *
- * MXFP4 and NVFP4 sum both halves of a unit into 4 lanes (kernels.h), which the one-row layout
- * cannot do in one vpdpbusd, so they keep 2 rows per 256-bit register, one 128-bit lane per row:
- * `lo` holds the codes that meet activation bytes 0-15 of the unit, `hi` those that meet bytes
- * 16-31, so each activation half is one 128-bit broadcast from memory and the two vpdpbusd meet
- * in the same dword lanes. (4 rows per 512-bit register, the same scheme one lane wider, was
- * slower on Zen 4 for the same reasons as above.) A 16-byte run of packed codes split
- * into low and high nibbles *is* lo and hi for MXFP4; NVFP4's nibbles split into elements
- * 0-7,16-23 and 8-15,24-31 of the unit instead, so its activations come in that order
- * (NB_ACT_Q8_0X_NV) and its final reduction pairs the lanes accordingly.
+ * NVFP4 keeps the contract's 8 lanes in the one-row layout too. Its 16-byte run of packed codes
+ * split into low and high nibbles is elements 0-7,16-23 then 8-15,24-31 of the unit, so its
+ * activations come in that order (NB_ACT_Q8_0X_NV) and its final reduction pairs the lanes
+ * accordingly (fp4.h); each row's two scales per unit take a product per row and token instead of
+ * the permute.
+ *
+ * MXFP4 takes one lane per row, the unit's whole sum (kernels.h). It keeps 2 rows per 256-bit
+ * register, one 128-bit lane per row: `lo` holds the codes that meet activation bytes 0-15 of the
+ * unit, `hi` those that meet bytes 16-31 (a 16-byte run of packed codes split into low and high
+ * nibbles *is* lo and hi), so each activation half is one 128-bit broadcast from memory and the
+ * two vpdpbusd meet in the same 4 dword lanes; two rounds of vphaddd then give 4 rows x 2 tokens
+ * in one register for the float work (fp4.h). (4 rows per 512-bit register, the same scheme one
+ * lane wider, was slower on Zen 4 for the same reasons as above.)
  */
 #include <immintrin.h>
 #include <string.h>
 
 #include "formats/blocks.h"
 #include "formats/codes.h"
+#include "kernels/x86/avx2/fp4.h"
 #include "kernels/x86/avx512/avx512.h"
 
 #define RT 4   /* rows per tile */
@@ -204,11 +209,10 @@ static inline __attribute__((always_inline)) void tile_min(row_fn dec, int ub, i
     }
 }
 
-/* ---- MXFP4, NVFP4: 2 rows per 256-bit register ---- */
+/* ---- MXFP4: 2 rows per 256-bit register ---- */
 
 /* A unit of the tile's 4 rows as two row pairs, rows 2j and 2j+1 in the 128-bit lanes of pair j:
- * codes meeting activation bytes 0-15 (lo) and 16-31 (hi), and the weight scale of every dword
- * lane. */
+ * codes meeting activation bytes 0-15 (lo) and 16-31 (hi), and the rows' weight scales. */
 typedef struct {
     __m256i lo[2], hi[2];
     __m256 s[2];
@@ -240,7 +244,7 @@ static inline __m256 scale2(uint8_t e0, uint8_t e1) {
                                 _mm_broadcast_ss(&nb_e8m0_half_table[e1]), 1);
 }
 
-/* Block k of the 4 rows into q[0] (an MXFP4 block is one unit). */
+/* Unit k of the 4 rows (an MXFP4 block is one unit). */
 static inline void dec_mxfp4(const uint8_t *const p[4], int64_t k, quad *q) {
     const nb_block_mxfp4 *b0 = (const nb_block_mxfp4 *)p[0] + k, *b1 = (const nb_block_mxfp4 *)p[1] + k,
                          *b2 = (const nb_block_mxfp4 *)p[2] + k, *b3 = (const nb_block_mxfp4 *)p[3] + k;
@@ -250,13 +254,57 @@ static inline void dec_mxfp4(const uint8_t *const p[4], int64_t k, quad *q) {
     q->s[1] = scale2(b2->e, b3->e);
 }
 
+/* nr valid rows (of RT) by T tokens against NB_ACT_Q8_0X_MX: per unit, row pair and token two
+ * vpdpbusd from the folded corrections, then per 4 rows and 2 tokens two vphaddd, one product of
+ * scales, one conversion and one fma (fp4.h). */
+static inline __attribute__((always_inline)) void tile_mx(int ub, int nr, int T, int64_t nu, const uint8_t *w, size_t ws,
+                                                          size_t rs, const uint8_t *a, size_t as, float *y, size_t ldy) {
+    const uint8_t *p[RT];
+    nb_avx512_tile_rows(p, w, ws, rs, nr);
+    const size_t pf = tile_prefetch(ws, rs, ub);
+    const int P = (T + 1) / 2; /* token pairs */
+    __m256 acc[TMAX / 2];
+    #pragma GCC unroll 8
+    for (int j = 0; j < P; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t u = 0; u < nu; u++) {
+        if ((u & (PF_EVERY(ub) - 1)) == 0) /* about once per cache line of each row */
+            #pragma GCC unroll 8
+            for (int i = 0; i < RT; i++) _mm_prefetch((const char *)p[i] + u * ub + pf, _MM_HINT_T0);
+        quad q;
+        dec_mxfp4(p, u, &q);
+        __m256i ip[TMAX][2];
+        __m256 da[TMAX];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
+            const __m256i alo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->qs));
+            const __m256i ahi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
+            const __m256i nlo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->nc));
+            da[t] = _mm256_set1_ps(ab->d);
+            #pragma GCC unroll 2
+            for (int j = 0; j < 2; j++) ip[t][j] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(nlo, q.lo[j], alo), q.hi[j], ahi);
+        }
+        #pragma GCC unroll 8
+        for (int j = 0; j < P; j++) {
+            const int A = 2 * j, B = 2 * j + 1 < T ? 2 * j + 1 : 2 * j;
+            acc[j] = _mm256_fmadd_ps(nb_mx_scales(q.s[0], q.s[1], da[A], da[B]),
+                                     _mm256_cvtepi32_ps(nb_mx_sums(ip[A][0], ip[A][1], ip[B][0], ip[B][1])), acc[j]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int j = 0; j < P; j++) nb_mx_store(acc[j], nr, 2 * j, T, y, ldy, rs);
+}
+
+/* ---- NVFP4: one row per 256-bit register, 8 lanes ---- */
+
 /* ggml's halved UE4M3 decode (= nb_ue4m3_to_fp32_half, bit for bit) of the 16 scale codes of a
- * block's 4 rows, as the 4 (unit, row pair) scale vectors that dec_nvfp4 needs. The code's low 7
- * bits placed at fp16 bit 7 are the same number with an exponent bias of 15 instead of 7,
- * subnormals included, so vcvtph2ps times 2^8 decodes it and 2^7 halves it; bit 7 is ignored and
- * the code 0x7F gives 0. Each code is doubled over its two lanes as fp16, before the conversion,
- * where permuting the converted floats took 4 vpermps. */
-static inline __attribute__((always_inline)) void ue4m3_scales(const nb_block_nvfp4 *const b[4], quad *q) {
+ * block's 4 rows, as the scale vector s[h][i] of unit h, row i: [d2h, d2h, d2h+1, d2h+1] in both
+ * halves (the nibble order's lanes, dec_nvfp4). The code's low 7 bits placed at fp16 bit 7 are
+ * the same number with an exponent bias of 15 instead of 7, subnormals included, so vcvtph2ps
+ * times 2^8 decodes it and 2^7 halves it; bit 7 is ignored and the code 0x7F gives 0. Each code
+ * is doubled over its two lanes as fp16, before the conversion, where permuting the converted
+ * floats took 4 vpermps. */
+static inline __attribute__((always_inline)) void ue4m3_scales(const nb_block_nvfp4 *const b[4], __m256 s[2][RT]) {
     uint32_t d[4];
     #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) memcpy(&d[i], b[i]->d, 4);
@@ -268,80 +316,63 @@ static inline __attribute__((always_inline)) void ue4m3_scales(const nb_block_nv
     const __m256i keep = _mm256_andnot_si256(_mm256_cmpeq_epi16(c, _mm256_set1_epi16(0x7F)), h);
     #pragma GCC unroll 2
     for (int u = 0; u < 2; u++) {
-        /* unit u of row pairs 0 and 1, each code twice */
+        /* unit u of rows 0-3, one per 128-bit lane, each code twice */
         const __m256i dup = u ? _mm256_unpackhi_epi16(keep, keep) : _mm256_unpacklo_epi16(keep, keep);
-        const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(dup), _mm512_set1_ps(128.0f));
-        q[u].s[0] = _mm512_castps512_ps256(s);
-        q[u].s[1] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1));
+        const __m512 z = _mm512_mul_ps(_mm512_cvtph_ps(dup), _mm512_set1_ps(128.0f));
+        #pragma GCC unroll 4
+        for (int i = 0; i < RT; i++) s[u][i] = _mm512_castps512_ps256(_mm512_shuffle_f32x4(z, z, 5 * i));
     }
 }
 
-/* NVFP4 block k = units 2k and 2k+1 (q[0], q[1]): unit h is sub-blocks 2h and 2h+1, bytes
- * 16h..16h+15 (sub-block s in bytes 8s..8s+7, low nibbles its elements 0..7, high nibbles 8..15).
- * Low nibbles of the 16 bytes are the unit's elements 0-7,16-23, high nibbles 8-15,24-31:
- * NB_ACT_Q8_0X_NV's order. Each row's lanes are then groups 0,1,4,5 (lo) or 2,3,6,7 (hi), scales
- * [d2h, d2h, d2h+1, d2h+1] in both. Whole blocks, because the 4 rows' 16 scale codes are then one
- * decode, where a unit at a time took two of half the width. */
-static inline __attribute__((always_inline)) void dec_nvfp4(const uint8_t *const p[4], int64_t k, quad *q) {
-    const nb_block_nvfp4 *const b[4] = {(const nb_block_nvfp4 *)p[0] + k, (const nb_block_nvfp4 *)p[1] + k,
-                                        (const nb_block_nvfp4 *)p[2] + k, (const nb_block_nvfp4 *)p[3] + k};
-    #pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {
-        fp4_codes(&q[h], 0, rows2(b[0]->qs + 16 * h, b[1]->qs + 16 * h));
-        fp4_codes(&q[h], 1, rows2(b[2]->qs + 16 * h, b[3]->qs + 16 * h));
-    }
-    ue4m3_scales(b, q);
+/* Unit codes of a row, biased by 128, from its 16 packed bytes qs: low nibbles, then high. */
+static inline __m256i nv_codes(const uint8_t *qs) {
+    return _mm256_shuffle_epi8(e2m1_biased(), _mm256_and_si256(nibbles32(qs), _mm256_set1_epi8(15)));
 }
 
-typedef void (*dec_fn)(const uint8_t *const p[4], int64_t k, quad *q);
-
-/* The 4-lane sums of a pair's two rows (each row's a0..a3 to (a0+a2) + (a1+a3)), stored to rows
- * r and r + 1 where valid. */
-static inline void store_pair(__m256 acc, int r, int nr, float *y, size_t rs) {
-    const __m256 v = _mm256_add_ps(acc, _mm256_shuffle_ps(acc, acc, 0x4E));
-    const __m256 sums = _mm256_add_ps(v, _mm256_shuffle_ps(v, v, 0xB1));
-    if (r < nr) y[(size_t)r * rs] = _mm256_cvtss_f32(sums);
-    if (r + 1 < nr) y[(size_t)(r + 1) * rs] = _mm_cvtss_f32(_mm256_extractf128_ps(sums, 1));
-}
-
-/* nr valid rows (of RT) by T tokens, a block of upb units per step: both halves into the FP4
- * lanes, one integer sum, one conversion and one fma per unit, row pair and token. */
-static inline __attribute__((always_inline)) void tile_fp4(dec_fn dec, int ub, int upb, int nr, int T, int64_t nu,
-                                                           const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
-                                                           size_t as, float *y, size_t ldy) {
+/* nr valid rows (of RT) by T tokens against NB_ACT_Q8_0X_NV, a block (units 2k and 2k+1: unit h
+ * is bytes 16h..16h+15, sub-blocks 2h and 2h+1) per step, because the 4 rows' 16 scale codes are
+ * then one decode. Per unit, row and token: 1 vpdpbusd from nc (the codes' bias is 128), 1
+ * product of scales, 1 conversion and 1 fma. */
+static inline __attribute__((always_inline)) void tile_nv(int ub, int nr, int T, int64_t nu, const uint8_t *w, size_t ws,
+                                                          size_t rs, const uint8_t *a, size_t as, float *y, size_t ldy) {
     const uint8_t *p[RT];
     nb_avx512_tile_rows(p, w, ws, rs, nr);
     const size_t pf = tile_prefetch(ws, rs, ub);
-    __m256 acc[2][TMAX];
+    __m256 acc[RT][TMAX];
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
-    for (int64_t u0 = 0; u0 < nu; u0 += upb) {
+    for (int i = 0; i < RT; i++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[i][t] = _mm256_setzero_ps();
+    for (int64_t u0 = 0; u0 < nu; u0 += 2) {
         if ((u0 & (PF_EVERY(ub) - 1)) == 0) /* about once per cache line of each row */
             #pragma GCC unroll 8
             for (int i = 0; i < RT; i++) _mm_prefetch((const char *)p[i] + u0 * ub + pf, _MM_HINT_T0);
-        quad q[2];
-        dec(p, u0 / upb, q);
+        const nb_block_nvfp4 *const b[RT] = {(const nb_block_nvfp4 *)p[0] + u0 / 2, (const nb_block_nvfp4 *)p[1] + u0 / 2,
+                                             (const nb_block_nvfp4 *)p[2] + u0 / 2, (const nb_block_nvfp4 *)p[3] + u0 / 2};
+        __m256 s[2][RT];
+        ue4m3_scales(b, s);
         #pragma GCC unroll 2
-        for (int k = 0; k < upb; k++)
-        #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) {
-            const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u0 + k;
-            const __m256i alo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->qs));
-            const __m256i ahi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
-            const __m256i nlo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->nc));
-            const __m256 da = _mm256_set1_ps(ab->d);
-            #pragma GCC unroll 2
-            for (int j = 0; j < 2; j++) {
-                const __m256i ip = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(nlo, q[k].lo[j], alo), q[k].hi[j], ahi);
-                acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(q[k].s[j], da), _mm256_cvtepi32_ps(ip), acc[j][t]);
+        for (int h = 0; h < 2; h++) {
+            __m256i q[RT];
+            #pragma GCC unroll 8
+            for (int i = 0; i < RT; i++) q[i] = nv_codes(b[i]->qs + 16 * h);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u0 + h;
+                const __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);
+                const __m256i nv = _mm256_loadu_si256((const __m256i *)ab->nc);
+                const __m256 da = _mm256_set1_ps(ab->d);
+                #pragma GCC unroll 8
+                for (int i = 0; i < RT; i++)
+                    acc[i][t] = _mm256_fmadd_ps(_mm256_mul_ps(s[h][i], da), _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(nv, q[i], av)),
+                                                acc[i][t]);
             }
         }
     }
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) {
-        store_pair(acc[0][t], 0, nr, y + (size_t)t * ldy, rs);
-        store_pair(acc[1][t], 2, nr, y + (size_t)t * ldy, rs);
-    }
+    for (int t = 0; t < T; t++)
+        #pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) y[(size_t)t * ldy + (size_t)i * rs] = nb_nv_lane_sum(acc[i][t]);
 }
 
 /* A kernel of tile family tile_<kind> with its leading arguments ARGS, e.g. (row_q4_0, 18, 4). */
@@ -367,8 +398,8 @@ static inline __attribute__((always_inline)) void tile_fp4(dec_fn dec, int ub, i
 KERNEL(q4_0, units, (row_q4_0, 18, 4))
 KERNEL(q5_0, units, (row_q5_0, 22, 0))
 KERNEL(q8_0, units, (row_q8_0, 34, 0))
-KERNEL(mxfp4, fp4, (dec_mxfp4, 17, 1))
-KERNEL(nvfp4, fp4, (dec_nvfp4, 18, 2))
+KERNEL(mxfp4, mx, (17))
+KERNEL(nvfp4, nv, (18))
 KERNEL(q4_1, min, (row_q4_1, 20))
 KERNEL(q5_1, min, (row_q5_1, 24))
 
