@@ -6,8 +6,8 @@
  * Every type is read as 32-element units (a block; NVFP4: half a block) decoded in registers to
  * 32 bytes plus scales. vpmaddubsw multiplies unsigned by signed bytes, then vpmaddwd with ones
  * yields lane k = elements 4k..4k+3 exactly, as the lane contract in kernels.h requires (MXFP4
- * then folds two rows into one register, fp4_fold2, on the way to its one lane; NVFP4 keeps the
- * lanes in its nibbles' order, fp4.h). Q8_0's codes take the
+ * then folds two rows into one register, fp4_fold2, on the way to its one lane, fp4.h; NVFP4
+ * keeps the lanes in its nibbles' order, nv_lane_sum). Q8_0's codes take the
  * sign trick, |w| unsigned times a*sign(w) (|w| <= 128 and |a| <= 127 keep the int16 pair sums
  * below 32767; tile_s). The other types are decoded to unsigned codes c = w + c0 (Q4_0's nibble,
  * Q5_0's five bits, E2M1 through a table) that vpmaddubsw takes as they are, and the offset
@@ -251,6 +251,14 @@ static inline __attribute__((always_inline)) void tile_mx(dec_fn dec, int ub, in
     for (int p = 0; p < P; p++) nb_mx_store(acc[p], R, 2 * p, T, y, ldy, rs);
 }
 
+/* The contract's tree (nb_lane_sum) over NVFP4's lanes, which hold groups 0,1,4,5,2,3,6,7: group
+ * g and g + 4 are lanes j and j + 2 of one half, and the pair sums then end as nb_avx2_lane_sum. */
+static inline float nv_lane_sum(__m256 v) {
+    v = _mm256_add_ps(v, _mm256_permute_ps(v, 0x4E)); /* g0+g4, g1+g5 | g2+g6, g3+g7 */
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+}
+
 /* The tile of NVFP4 against NB_ACT_Q8_0X_NV activations: tile_u's 8 lanes (c <= 28, nc >> 3 =
  * -16 * sum4(a)) in the nibbles' order, each row's two scales (dec_nvfp4) times the token's. */
 static inline __attribute__((always_inline)) void tile_nv(dec_fn dec, int ub, int R, int T, int64_t nu, const uint8_t *w,
@@ -282,7 +290,7 @@ static inline __attribute__((always_inline)) void tile_nv(dec_fn dec, int ub, in
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nb_nv_lane_sum(acc[r][t]);
+        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nv_lane_sum(acc[r][t]);
 }
 
 /* The tile of Q4_0 and Q5_0 against NB_ACT_Q8_0X activations. vpmaddubsw takes the unsigned

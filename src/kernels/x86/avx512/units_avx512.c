@@ -21,19 +21,17 @@
  * broadcasts, a scale permute and, for Q5_0, qh bits regrouped in general registers, all of which
  * cost more than the halved count of multiply-adds saves.
  *
- * NVFP4 keeps the contract's 8 lanes in the one-row layout too. Its 16-byte run of packed codes
- * split into low and high nibbles is elements 0-7,16-23 then 8-15,24-31 of the unit, so its
- * activations come in that order (NB_ACT_Q8_0X_NV) and its final reduction pairs the lanes
- * accordingly (fp4.h); each row's two scales per unit take a product per row and token instead of
- * the permute.
- *
- * MXFP4 takes one lane per row, the unit's whole sum (kernels.h). It keeps 2 rows per 256-bit
- * register, one 128-bit lane per row: `lo` holds the codes that meet activation bytes 0-15 of the
- * unit, `hi` those that meet bytes 16-31 (a 16-byte run of packed codes split into low and high
- * nibbles *is* lo and hi), so each activation half is one 128-bit broadcast from memory and the
- * two vpdpbusd meet in the same 4 dword lanes; two rounds of vphaddd then give 4 rows x 2 tokens
- * in one register for the float work (fp4.h). (4 rows per 512-bit register, the same scheme one
- * lane wider, was slower on Zen 4 for the same reasons as above.)
+ * MXFP4 and NVFP4 keep 2 rows per 256-bit register, one 128-bit lane per row: `lo` holds the
+ * codes that meet activation bytes 0-15 of the unit, `hi` those that meet bytes 16-31, so each
+ * activation half is one 128-bit broadcast from memory. A 16-byte run of packed codes split into
+ * low and high nibbles *is* lo and hi for MXFP4; NVFP4's nibbles split into elements 0-7,16-23 and
+ * 8-15,24-31 of the unit instead, so its activations come in that order (NB_ACT_Q8_0X_NV). MXFP4
+ * takes one lane per row, the unit's whole sum (kernels.h): its two vpdpbusd meet in the same 4
+ * dword lanes, and two rounds of vphaddd then give 4 rows x 2 tokens in one register for the
+ * float work (x86/avx2/fp4.h). NVFP4 keeps the contract's 8 lanes as 4 in each of two
+ * accumulators (lo: groups 0,1,4,5, hi: 2,3,6,7), one product of scales serving both. (4 rows
+ * per 512-bit register, the same scheme one lane wider, was slower on Zen 4 for the same reasons
+ * as above.)
  */
 #include <immintrin.h>
 #include <string.h>
@@ -209,10 +207,11 @@ static inline __attribute__((always_inline)) void tile_min(row_fn dec, int ub, i
     }
 }
 
-/* ---- MXFP4: 2 rows per 256-bit register ---- */
+/* ---- MXFP4, NVFP4: 2 rows per 256-bit register ---- */
 
 /* A unit of the tile's 4 rows as two row pairs, rows 2j and 2j+1 in the 128-bit lanes of pair j:
- * codes meeting activation bytes 0-15 (lo) and 16-31 (hi), and the rows' weight scales. */
+ * codes meeting activation bytes 0-15 (lo) and 16-31 (hi), and the weight scale of every dword
+ * lane. */
 typedef struct {
     __m256i lo[2], hi[2];
     __m256 s[2];
@@ -295,16 +294,15 @@ static inline __attribute__((always_inline)) void tile_mx(int ub, int nr, int T,
     for (int j = 0; j < P; j++) nb_mx_store(acc[j], nr, 2 * j, T, y, ldy, rs);
 }
 
-/* ---- NVFP4: one row per 256-bit register, 8 lanes ---- */
+/* ---- NVFP4: the same row pairs, 8 lanes in two accumulators ---- */
 
 /* ggml's halved UE4M3 decode (= nb_ue4m3_to_fp32_half, bit for bit) of the 16 scale codes of a
- * block's 4 rows, as the scale vector s[h][i] of unit h, row i: [d2h, d2h, d2h+1, d2h+1] in both
- * halves (the nibble order's lanes, dec_nvfp4). The code's low 7 bits placed at fp16 bit 7 are
- * the same number with an exponent bias of 15 instead of 7, subnormals included, so vcvtph2ps
- * times 2^8 decodes it and 2^7 halves it; bit 7 is ignored and the code 0x7F gives 0. Each code
- * is doubled over its two lanes as fp16, before the conversion, where permuting the converted
- * floats took 4 vpermps. */
-static inline __attribute__((always_inline)) void ue4m3_scales(const nb_block_nvfp4 *const b[4], __m256 s[2][RT]) {
+ * block's 4 rows, as the 4 (unit, row pair) scale vectors that dec_nvfp4 needs. The code's low 7
+ * bits placed at fp16 bit 7 are the same number with an exponent bias of 15 instead of 7,
+ * subnormals included, so vcvtph2ps times 2^8 decodes it and 2^7 halves it; bit 7 is ignored and
+ * the code 0x7F gives 0. Each code is doubled over its two lanes as fp16, before the conversion,
+ * where permuting the converted floats took 4 vpermps. */
+static inline __attribute__((always_inline)) void ue4m3_scales(const nb_block_nvfp4 *const b[4], quad *q) {
     uint32_t d[4];
     #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) memcpy(&d[i], b[i]->d, 4);
@@ -316,63 +314,84 @@ static inline __attribute__((always_inline)) void ue4m3_scales(const nb_block_nv
     const __m256i keep = _mm256_andnot_si256(_mm256_cmpeq_epi16(c, _mm256_set1_epi16(0x7F)), h);
     #pragma GCC unroll 2
     for (int u = 0; u < 2; u++) {
-        /* unit u of rows 0-3, one per 128-bit lane, each code twice */
+        /* unit u of row pairs 0 and 1, each code twice */
         const __m256i dup = u ? _mm256_unpackhi_epi16(keep, keep) : _mm256_unpacklo_epi16(keep, keep);
-        const __m512 z = _mm512_mul_ps(_mm512_cvtph_ps(dup), _mm512_set1_ps(128.0f));
-        #pragma GCC unroll 4
-        for (int i = 0; i < RT; i++) s[u][i] = _mm512_castps512_ps256(_mm512_shuffle_f32x4(z, z, 5 * i));
+        const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(dup), _mm512_set1_ps(128.0f));
+        q[u].s[0] = _mm512_castps512_ps256(s);
+        q[u].s[1] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1));
     }
 }
 
-/* Unit codes of a row, biased by 128, from its 16 packed bytes qs: low nibbles, then high. */
-static inline __m256i nv_codes(const uint8_t *qs) {
-    return _mm256_shuffle_epi8(e2m1_biased(), _mm256_and_si256(nibbles32(qs), _mm256_set1_epi8(15)));
+/* NVFP4 block k = units 2k and 2k+1 (q[0], q[1]): unit h is sub-blocks 2h and 2h+1, bytes
+ * 16h..16h+15 (sub-block s in bytes 8s..8s+7, low nibbles its elements 0..7, high nibbles 8..15).
+ * Low nibbles of the 16 bytes are the unit's elements 0-7,16-23, high nibbles 8-15,24-31:
+ * NB_ACT_Q8_0X_NV's order. A row's lanes are then groups 0,1,4,5 (lo) and 2,3,6,7 (hi), scales
+ * [d2h, d2h, d2h+1, d2h+1] in both. Whole blocks, because the 4 rows' 16 scale codes are then one
+ * decode, where a unit at a time took two of half the width. */
+static inline __attribute__((always_inline)) void dec_nvfp4(const uint8_t *const p[4], int64_t k, quad *q) {
+    const nb_block_nvfp4 *const b[4] = {(const nb_block_nvfp4 *)p[0] + k, (const nb_block_nvfp4 *)p[1] + k,
+                                        (const nb_block_nvfp4 *)p[2] + k, (const nb_block_nvfp4 *)p[3] + k};
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        fp4_codes(&q[h], 0, rows2(b[0]->qs + 16 * h, b[1]->qs + 16 * h));
+        fp4_codes(&q[h], 1, rows2(b[2]->qs + 16 * h, b[3]->qs + 16 * h));
+    }
+    ue4m3_scales(b, q);
 }
 
-/* nr valid rows (of RT) by T tokens against NB_ACT_Q8_0X_NV, a block (units 2k and 2k+1: unit h
- * is bytes 16h..16h+15, sub-blocks 2h and 2h+1) per step, because the 4 rows' 16 scale codes are
- * then one decode. Per unit, row and token: 1 vpdpbusd from nc (the codes' bias is 128), 1
- * product of scales, 1 conversion and 1 fma. */
+/* The contract's tree over a row pair's lanes, lo = groups 0,1,4,5 and hi = groups 2,3,6,7 of
+ * each row (one row per 128-bit half): group g and g + 4 are lanes j and j + 2, then
+ * (s0 + s2) + (s1 + s3); stored to rows r and r + 1 where valid. */
+static inline void store_nv_pair(__m256 lo, __m256 hi, int r, int nr, float *y, size_t rs) {
+    const __m256 w = _mm256_add_ps(_mm256_add_ps(lo, _mm256_shuffle_ps(lo, lo, 0x4E)),
+                                   _mm256_add_ps(hi, _mm256_shuffle_ps(hi, hi, 0x4E)));
+    const __m256 sums = _mm256_add_ps(w, _mm256_shuffle_ps(w, w, 0xB1));
+    if (r < nr) y[(size_t)r * rs] = _mm256_cvtss_f32(sums);
+    if (r + 1 < nr) y[(size_t)(r + 1) * rs] = _mm_cvtss_f32(_mm256_extractf128_ps(sums, 1));
+}
+
+/* nr valid rows (of RT) by T tokens against NB_ACT_Q8_0X_NV, a block (two units) per step: per
+ * unit, row pair and token 2 vpdpbusd from the corrections of their groups, one product of
+ * scales for both, 2 conversions and 2 fma. */
 static inline __attribute__((always_inline)) void tile_nv(int ub, int nr, int T, int64_t nu, const uint8_t *w, size_t ws,
                                                           size_t rs, const uint8_t *a, size_t as, float *y, size_t ldy) {
     const uint8_t *p[RT];
     nb_avx512_tile_rows(p, w, ws, rs, nr);
     const size_t pf = tile_prefetch(ws, rs, ub);
-    __m256 acc[RT][TMAX];
+    __m256 acc[2][2][TMAX]; /* [row pair][lo, hi][token] */
     #pragma GCC unroll 8
-    for (int i = 0; i < RT; i++)
-        #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) acc[i][t] = _mm256_setzero_ps();
+    for (int t = 0; t < T; t++)
+        #pragma GCC unroll 2
+        for (int j = 0; j < 2; j++) acc[j][0][t] = acc[j][1][t] = _mm256_setzero_ps();
     for (int64_t u0 = 0; u0 < nu; u0 += 2) {
         if ((u0 & (PF_EVERY(ub) - 1)) == 0) /* about once per cache line of each row */
             #pragma GCC unroll 8
             for (int i = 0; i < RT; i++) _mm_prefetch((const char *)p[i] + u0 * ub + pf, _MM_HINT_T0);
-        const nb_block_nvfp4 *const b[RT] = {(const nb_block_nvfp4 *)p[0] + u0 / 2, (const nb_block_nvfp4 *)p[1] + u0 / 2,
-                                             (const nb_block_nvfp4 *)p[2] + u0 / 2, (const nb_block_nvfp4 *)p[3] + u0 / 2};
-        __m256 s[2][RT];
-        ue4m3_scales(b, s);
+        quad q[2];
+        dec_nvfp4(p, u0 / 2, q);
         #pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            __m256i q[RT];
-            #pragma GCC unroll 8
-            for (int i = 0; i < RT; i++) q[i] = nv_codes(b[i]->qs + 16 * h);
-            #pragma GCC unroll 8
-            for (int t = 0; t < T; t++) {
-                const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u0 + h;
-                const __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);
-                const __m256i nv = _mm256_loadu_si256((const __m256i *)ab->nc);
-                const __m256 da = _mm256_set1_ps(ab->d);
-                #pragma GCC unroll 8
-                for (int i = 0; i < RT; i++)
-                    acc[i][t] = _mm256_fmadd_ps(_mm256_mul_ps(s[h][i], da), _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(nv, q[i], av)),
-                                                acc[i][t]);
+        for (int k = 0; k < 2; k++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u0 + k;
+            const __m256i alo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->qs));
+            const __m256i ahi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
+            const __m256i nlo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->nc));
+            const __m256i nhi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab->nc + 4)));
+            const __m256 da = _mm256_set1_ps(ab->d);
+            #pragma GCC unroll 2
+            for (int j = 0; j < 2; j++) {
+                const __m256 sd = _mm256_mul_ps(q[k].s[j], da);
+                acc[j][0][t] = _mm256_fmadd_ps(sd, _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(nlo, q[k].lo[j], alo)), acc[j][0][t]);
+                acc[j][1][t] = _mm256_fmadd_ps(sd, _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(nhi, q[k].hi[j], ahi)), acc[j][1][t]);
             }
         }
     }
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++)
-        #pragma GCC unroll 8
-        for (int i = 0; i < nr; i++) y[(size_t)t * ldy + (size_t)i * rs] = nb_nv_lane_sum(acc[i][t]);
+    for (int t = 0; t < T; t++) {
+        store_nv_pair(acc[0][0][t], acc[0][1][t], 0, nr, y + (size_t)t * ldy, rs);
+        store_nv_pair(acc[1][0][t], acc[1][1][t], 2, nr, y + (size_t)t * ldy, rs);
+    }
 }
 
 /* A kernel of tile family tile_<kind> with its leading arguments ARGS, e.g. (row_q4_0, 18, 4). */
