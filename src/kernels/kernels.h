@@ -20,7 +20,7 @@
  *    codes); the result is nb_lane_sum(acc) + macc (llama.cpp's AVX2 vec_dot, whose `summs += m*s`
  *    the compiler contracts to that fma). Every token of a batch takes this order.
  *  - MXFP4 blocks against Q8_0 blocks keep one lane, the exact integer sum p of the whole unit:
- *    acc = fma(e*da, (float)p, acc), e the block's halved E8M0 scale; the result is acc.
+ *    acc = fma(e*da, (float)p, acc), e the block's halved E8M0 scale.
  *  - K-quants against Q8_K, per 256-block (llama.cpp's x86 orders, see below):
  *    Q5_K: lane k gets the exact integer sum over 32-element groups g of sc(e)*q*a over the
  *    elements e = 32g+4k..32g+4k+3, then acc[k] = fma(d*da, (float)isum[k], acc[k]).
@@ -29,7 +29,7 @@
  *    Q4_K: one lane, the block's whole integer sum: acc = fma(d*da, (float)isum, acc).
  *    Q4_K/Q5_K also keep a scalar macc = fma(dmin*da, (float)msum, macc),
  *    msum = sum_j m_j*(bsums[2j]+bsums[2j+1]).
- *  - The result is nb_lane_sum(acc) (Q4_K: acc) (- macc): the fixed tree the AVX2 horizontal
+ *  - The result is nb_lane_sum(acc) (Q4_K, MXFP4: acc) (- macc): the fixed tree the AVX2 horizontal
  *    sum uses.
  *  - In a batch (nb_kernel.mm_batch): Q4_K keeps one lane but takes one fma per 64 elements, for
  *    the sums and for the minimum (msum over the two 32-element groups); Q6_K one lane per

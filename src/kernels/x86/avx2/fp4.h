@@ -4,7 +4,9 @@
  *
  * MXFP4 keeps one lane per row and token: both sets first reduce a unit to 4 dword lanes per row,
  * two rows per register ([row 0 | row 1] and [row 2 | row 3] by 128-bit half), then two rounds of
- * vphaddd give the exact unit sums of 4 rows for two tokens A and B in one register,
+ * pair sums (vpackssdw to words, then vpmaddwd with ones: exact, since a lane's 8 products stay
+ * within 12 * 127 * 8 = 12192 and a pair within 24384) give the exact unit sums of 4 rows for two
+ * tokens A and B in one register,
  *   [r0 A, r2 A, r0 B, r2 B | r1 A, r3 A, r1 B, r3 B],
  * so that one conversion, one product of scales and one fma serve 8 of the contract's chains.
  */

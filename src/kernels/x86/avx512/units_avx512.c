@@ -27,8 +27,8 @@
  * low and high nibbles *is* lo and hi for MXFP4; NVFP4's nibbles split into elements 0-7,16-23 and
  * 8-15,24-31 of the unit instead, so its activations come in that order (NB_ACT_Q8_0X_NV). MXFP4
  * takes one lane per row, the unit's whole sum (kernels.h): its two vpdpbusd meet in the same 4
- * dword lanes, and two rounds of vphaddd then give 4 rows x 2 tokens in one register for the
- * float work (x86/avx2/fp4.h). NVFP4 keeps the contract's 8 lanes as 4 in each of two
+ * dword lanes, and two rounds of vpackssdw + vpmaddwd then give 4 rows x 2 tokens in one register
+ * for the float work (x86/avx2/fp4.h). NVFP4 keeps the contract's 8 lanes as 4 in each of two
  * accumulators (lo: groups 0,1,4,5, hi: 2,3,6,7), one product of scales serving both. (4 rows
  * per 512-bit register, the same scheme one lane wider, was slower on Zen 4 for the same reasons
  * as above.)
@@ -254,7 +254,7 @@ static inline void dec_mxfp4(const uint8_t *const p[4], int64_t k, quad *q) {
 }
 
 /* nr valid rows (of RT) by T tokens against NB_ACT_Q8_0X_MX: per unit, row pair and token two
- * vpdpbusd from the folded corrections, then per 4 rows and 2 tokens two vphaddd, one product of
+ * vpdpbusd from the folded corrections, then per 4 rows and 2 tokens the two rounds, one product of
  * scales, one conversion and one fma (fp4.h). */
 static inline __attribute__((always_inline)) void tile_mx(int ub, int nr, int T, int64_t nu, const uint8_t *w, size_t ws,
                                                           size_t rs, const uint8_t *a, size_t as, float *y, size_t ldy) {
