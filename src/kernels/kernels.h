@@ -11,18 +11,16 @@
  *
  * Exactness contract of the integer routes (so SIMD results equal the reference bit for bit):
  *  - Each dot keeps 8 float lane accumulators, starting at +0.
- *  - 32-element units (Q4_0, Q5_0, Q8_0 blocks) against Q8_0 blocks: lane k of unit u gets the
- *    exact integer p = sum of w*a over group k (elements 4k..4k+3) of the unit, then
- *    acc[k] = fma(dw*da, (float)p, acc[k]) (llama.cpp's order, so logits can match it bit for bit).
+ *  - 32-element units (Q4_0, Q5_0, Q8_0 blocks, NVFP4 half-blocks) against Q8_0 blocks: lane k of
+ *    unit u gets the exact integer p = sum of w*a over group k (elements 4k..4k+3) of the unit,
+ *    then acc[k] = fma(dw*da, (float)p, acc[k]) (llama.cpp's order, so logits can match it bit for
+ *    bit); NVFP4's dw is the scale of the group's 16-element sub-block (lanes 0-3, 4-7).
  *  - Q4_1, Q5_1 (unsigned codes q, element q*dw + m) against Q8_1 blocks: the same 8 lanes over
  *    q*a, plus a scalar chain macc = fma(m, s, macc) with the activation's fp16 s (d * sum of its
  *    codes); the result is nb_lane_sum(acc) + macc (llama.cpp's AVX2 vec_dot, whose `summs += m*s`
  *    the compiler contracts to that fma). Every token of a batch takes this order.
- *  - FP4 units (MXFP4 blocks, NVFP4 half-blocks) keep 4 lanes, each the exact integer sum of two
- *    groups that share a scale: MXFP4 lane k = groups k and k+4 (the two nibbles of bytes
- *    4k..4k+3), NVFP4 lanes 0-3 = groups (0,2), (1,3), (4,6), (5,7) (the nibbles of each 8-byte
- *    sub-block; lanes 0-1 take the first 16-element scale, 2-3 the second). Half the float work
- *    of 8 lanes, which is what bounds these kernels; the result is nb_lane_sum4(acc).
+ *  - MXFP4 blocks against Q8_0 blocks keep one lane, the exact integer sum p of the whole unit:
+ *    acc = fma(e*da, (float)p, acc), e the block's halved E8M0 scale.
  *  - K-quants against Q8_K, per 256-block (llama.cpp's x86 orders, see below):
  *    Q5_K: lane k gets the exact integer sum over 32-element groups g of sc(e)*q*a over the
  *    elements e = 32g+4k..32g+4k+3, then acc[k] = fma(d*da, (float)isum[k], acc[k]).
@@ -31,15 +29,20 @@
  *    Q4_K: one lane, the block's whole integer sum: acc = fma(d*da, (float)isum, acc).
  *    Q4_K/Q5_K also keep a scalar macc = fma(dmin*da, (float)msum, macc),
  *    msum = sum_j m_j*(bsums[2j]+bsums[2j+1]).
- *  - The result is nb_lane_sum(acc) (Q4_K: acc) (- macc): the fixed tree the AVX2 horizontal
+ *  - The result is nb_lane_sum(acc) (Q4_K, MXFP4: acc) (- macc): the fixed tree the AVX2 horizontal
  *    sum uses.
  *  - In a batch (nb_kernel.mm_batch): Q4_K keeps one lane but takes one fma per 64 elements, for
  *    the sums and for the minimum (msum over the two 32-element groups); Q6_K one lane per
  *    block, the weight's scale first: acc = fma(d * (float)isum, da, acc).
  *  These are the orders of the llama.cpp build the parity tests compare with (AVX2): its
- *  vec_dot for Q4_0/Q5_0/Q8_0/Q5_K/Q6_K (tinyBLAS, for batches of Q4_0/Q5_0/Q8_0, has the same
- *  lanes), for Q4_K the GEMV and GEMM of the 8-row interleaved copy it makes of every Q4_K matrix
- *  ("repack"), for Q6_K batches its tiled kernel; so nibble's products match it bit for bit.
+ *  vec_dot for Q4_0/Q5_0/Q8_0/NVFP4/Q5_K/Q6_K (tinyBLAS, for batches of Q4_0/Q5_0/Q8_0, has the
+ *  same lanes; NVFP4 has neither tinyBLAS nor a repack there, so ggml_vec_dot_nvfp4_q8_0 serves
+ *  every batch), for Q4_K and MXFP4 the GEMV and GEMM of the 8-row interleaved copy it makes of
+ *  every such matrix whose row count is a multiple of 8 ("repack": ggml_gemv/gemm_mxfp4_8x8_q8_0,
+ *  one fma per block in both; the tied output head is repacked too, being loaded as the output
+ *  layer's own copy), for Q6_K batches its tiled kernel; so nibble's products match it bit for
+ *  bit. Not followed: an MXFP4 matrix with rows not a multiple of 8, which llama.cpp leaves to
+ *  ggml_vec_dot_mxfp4_q8_0 (8 lanes, even and odd blocks in two accumulators).
  *  Integer sums are exact in any order, fma is correctly rounded, so any ISA that follows these
  *  steps reproduces the reference exactly. Float routes (f32 activations) only promise a
  *  tolerance (docs/KERNELS.md).
@@ -116,9 +119,10 @@ typedef struct {
     int32_t nc[8]; /* nc[k] = -128 * (qs[4k] + ... + qs[4k+3]) */
     float d;       /* the fp16 scale, widened */
 } nb_block_q8_0x;
-/* The FP4 kernels' variants (AVX-512, AVX2): nc[k] for k < 4 holds the sum of the correction of the
- * two groups of FP4 lane k (kernels.h contract; nc[4..7] unused), and NB_ACT_Q8_0X_NV also puts
- * each unit's codes in the order NVFP4's nibbles take them (elements 0-7, 16-23, 8-15, 24-31). */
+/* The FP4 kernels' variants (AVX-512, AVX2): NB_ACT_Q8_0X_MX's nc[k] for k < 4 holds the sum of
+ * the corrections of groups k and k+4 (the codes MXFP4's nibble split pairs; nc[4..7] unused),
+ * and NB_ACT_Q8_0X_NV puts each unit's codes, and the corrections with them, in the order
+ * NVFP4's nibbles take them (elements 0-7, 16-23, 8-15, 24-31). */
 #define NB_ACT_Q8_0X_MX 1001
 #define NB_ACT_Q8_0X_NV 1002
 /* The set for a kernel set (AVX-512 uses AVX2's; lowered to what the CPU runs). */
@@ -139,9 +143,6 @@ static inline float nb_lane_sum(const float a[8]) {
     float s0 = a[0] + a[4], s1 = a[1] + a[5], s2 = a[2] + a[6], s3 = a[3] + a[7];
     return (s0 + s2) + (s1 + s3);
 }
-
-/* The 4-lane reduction of the FP4 units. */
-static inline float nb_lane_sum4(const float a[4]) { return (a[0] + a[2]) + (a[1] + a[3]); }
 
 /* Decode tables shared by the SIMD variants, filled once by dispatch (same values as codes.h). */
 extern float nb_e8m0_half_table[256];

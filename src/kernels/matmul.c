@@ -47,7 +47,8 @@ static void nv_order(nb_block_q8_0x *b, int64_t nb) {
     }
 }
 
-/* The FP4 lanes' corrections: in either order, FP4 lane k pairs the groups at positions k, k+4. */
+/* NB_ACT_Q8_0X_MX's corrections: nc[k] += nc[k+4], the groups whose codes MXFP4's nibble split
+ * puts in one lane. */
 static void fold_nc(nb_block_q8_0x *b, int64_t nb) {
     for (int64_t i = 0; i < nb; i++)
         for (int k = 0; k < 4; k++) b[i].nc[k] += b[i].nc[k + 4];
@@ -58,11 +59,13 @@ static void act_row(const nb_act_set *q, int act_type, const float *x, void *dst
     case NB_TYPE_Q8_K: q->q8_k(x, dst, n); break;
     case NB_TYPE_Q8_1: q->q8_1(x, dst, n); break;
     case NB_ACT_Q8_0X: q->q8_0x(x, dst, n); break;
-    case NB_ACT_Q8_0X_NV:
     case NB_ACT_Q8_0X_MX:
         q->q8_0x(x, dst, n);
-        if (act_type == NB_ACT_Q8_0X_NV) nv_order(dst, n / NB_QK8_0);
         fold_nc(dst, n / NB_QK8_0);
+        break;
+    case NB_ACT_Q8_0X_NV:
+        q->q8_0x(x, dst, n);
+        nv_order(dst, n / NB_QK8_0);
         break;
     default: q->q8_0(x, dst, n);
     }

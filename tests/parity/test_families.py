@@ -7,7 +7,8 @@ as test_runtime.py feeds Gemma 3) and through nibble (ctypes, nbctypes.py): thre
 (English prose, Python code, seven scripts and emoji) tokenized by llama.cpp with the file's own
 vocabulary, up to 128 positions each, so nibble's tokenizer plays no part. phi3's Q4_K_M file runs
 twice: n_ctx 1024 (llama.cpp picks rope_factors_short: n_ctx <= original_context_length 4096) and
-n_ctx 8192 (rope_factors_long); qwen3 also runs its `yarn` copy (rope.scaling.type yarn, factor 4).
+n_ctx 8192 (rope_factors_long); qwen3 also runs its `yarn` copy (rope.scaling.type yarn, factor 4),
+and gemma3 its all-MXFP4 and all-NVFP4 files (every weight quantized by nibble).
 
 Per run it prints: positions with bit-identical logits, mean / max KL(llama.cpp || nibble), top-1
 agreement, and whether a greedy continuation of 32 tokens (the prompt as one batch, then one token
@@ -26,11 +27,12 @@ greedy identical; F16 0 of 384 bit-identical, mean KL 3.4e-06, max 8.9e-06, top-
 identical; the broken copies refused by name. Every other family fails ("architecture ... is not
 supported") until nibble runs it. llama.cpp's logits, every family: std ~3, top-1 margin p5
 0.028-0.094, p50 0.42-1.47 logits, 266-333 distinct top tokens in 384 positions. About 4 minutes
-on the shared 2-core machine (load 5-7), most of it llama.cpp and the KL over 262144-token rows.
+on the shared 2-core machine (load 5-7), most of it llama.cpp and the KL over 262144-token rows;
+gemma3's two FP4 files add about one.
   usage: build/venv/bin/python tests/parity/test_families.py [FAMILY ...] [--variants=q4_k_m,f16,mxfp4,nvfp4]
-(default q4_k_m,f16; the all-FP4 files, quantized by nibble, on request: gemma3 measured 2026-12-01
-0 of 384 bit-identical, mean KL 6.9e-04 (mxfp4) / 9.0e-04 (nvfp4), top-1 97.1 / 98.2 %, greedy
-identical; they fail the criteria, so they are not in make test's run.)
+(default q4_k_m,f16; the other families' all-FP4 files on request: measured 2026-12-01, every family's
+mxfp4 and nvfp4 file 384 of 384 positions bit-identical, greedy identical, about 7 minutes for the
+14 runs; gemma3's alone are in make test's run.)
 """
 import ctypes
 import os
@@ -48,8 +50,9 @@ N_POS = 128        # positions per text (3 texts)
 N_GREEDY = 32
 PROMPT = "Once upon a time, in a small village by the sea, there lived"
 RUNS = [("q4_k_m", 1024), ("f16", 1024)]  # (variant, n_ctx)
-# phi3 at an n_ctx above original_context_length: the long factors; qwen3 with YaRN scaling
-EXTRA = {"phi3": [("q4_k_m", 8192)], "qwen3": [("yarn", 1024)]}
+# phi3 at an n_ctx above original_context_length: the long factors; qwen3 with YaRN scaling; gemma3
+# with every weight MXFP4 or NVFP4 (the FP4 kernels' orders, llama.cpp's repacked MXFP4 GEMV/GEMM)
+EXTRA = {"phi3": [("q4_k_m", 8192)], "qwen3": [("yarn", 1024)], "gemma3": [("mxfp4", 1024), ("nvfp4", 1024)]}
 
 T = Tally(verbose=True)
 
@@ -148,7 +151,7 @@ def main():
         seqs = [tok.tokenize(t.encode(), add_bos=True)[:N_POS] for t in TEXTS]
         prompt = tok.tokenize(PROMPT.encode(), add_bos=True)
         del tok
-        for variant, n_ctx in [(v, 1024) for v in variants] + EXTRA.get(family, []):
+        for variant, n_ctx in dict.fromkeys([(v, 1024) for v in variants] + EXTRA.get(family, [])):
             parity(family, variant, n_ctx, paths[(family, "small", variant)], seqs, prompt)
         refusals(family, paths)
     return T.summary()

@@ -96,7 +96,7 @@ static int group_sum(const unit32 *un, const int8_t *aq, int g) {
     return p;
 }
 
-/* Q4_0, Q5_0, Q8_0: 8 lanes, lane k = group k. */
+/* Q4_0, Q5_0, Q8_0, NVFP4: 8 lanes, lane k = group k. */
 static float dot_units(unit_fn dec, int64_t n, const void *w, const void *a) {
     const nb_block_q8_0 *ab = a;
     float acc[8] = {0};
@@ -112,21 +112,18 @@ static float dot_units(unit_fn dec, int64_t n, const void *w, const void *a) {
     return nb_lane_sum(acc);
 }
 
-/* MXFP4, NVFP4: 4 lanes, lane k = groups g(k) and g(k) + step, which share a scale (kernels.h). */
-static float dot_units_folded(unit_fn dec, int step, int64_t n, const void *w, const void *a) {
+/* MXFP4: one lane, the unit's whole integer sum (kernels.h). */
+static float dot_units_one(unit_fn dec, int64_t n, const void *w, const void *a) {
     const nb_block_q8_0 *ab = a;
-    float acc[4] = {0};
+    float acc = 0;
     unit32 un;
     for (int64_t u = 0; u < n / 32; u++) {
         dec(w, u, &un);
-        float da = nb_fp16_to_fp32(ab[u].d);
-        for (int k = 0; k < 4; k++) {
-            const int g = step == 4 ? k : (k & 1) + 4 * (k >> 1);
-            float d = (g < 4 ? un.s_lo : un.s_hi) * da;
-            acc[k] = fmaf(d, (float)(group_sum(&un, ab[u].qs, g) + group_sum(&un, ab[u].qs, g + step)), acc[k]);
-        }
+        int p = 0;
+        for (int k = 0; k < 8; k++) p += group_sum(&un, ab[u].qs, k);
+        acc = fmaf(un.s_lo * nb_fp16_to_fp32(ab[u].d), (float)p, acc);
     }
-    return nb_lane_sum4(acc);
+    return acc;
 }
 
 /* Q4_1, Q5_1 against Q8_1: the 8 lanes over the unsigned codes, plus the minimum's chain
@@ -149,8 +146,8 @@ float nb_vec_dot_q5_1_q8_1_ref(int64_t n, const void *w, const void *a) { return
 float nb_vec_dot_q4_0_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units(unit_q4_0, n, w, a); }
 float nb_vec_dot_q5_0_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units(unit_q5_0, n, w, a); }
 float nb_vec_dot_q8_0_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units(unit_q8_0, n, w, a); }
-float nb_vec_dot_mxfp4_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units_folded(unit_mxfp4, 4, n, w, a); }
-float nb_vec_dot_nvfp4_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units_folded(unit_nvfp4, 2, n, w, a); }
+float nb_vec_dot_mxfp4_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units_one(unit_mxfp4, n, w, a); }
+float nb_vec_dot_nvfp4_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units(unit_nvfp4, n, w, a); }
 
 /* ------------------------------------------------------------------ K-quants x Q8_K */
 

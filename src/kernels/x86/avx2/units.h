@@ -5,8 +5,9 @@
  *
  * Every type is read as 32-element units (a block; NVFP4: half a block) decoded in registers to
  * 32 bytes plus scales. vpmaddubsw multiplies unsigned by signed bytes, then vpmaddwd with ones
- * yields lane k = elements 4k..4k+3 exactly, as the lane contract in kernels.h requires (the FP4
- * types then fold to their 4 lanes, two rows per register: fp4_fold2). Q8_0's codes take the
+ * yields lane k = elements 4k..4k+3 exactly, as the lane contract in kernels.h requires (MXFP4
+ * then folds two rows into one register, fp4_fold2, on the way to its one lane, fp4.h; NVFP4
+ * keeps the lanes in its nibbles' order, nv_lane_sum). Q8_0's codes take the
  * sign trick, |w| unsigned times a*sign(w) (|w| <= 128 and |a| <= 127 keep the int16 pair sums
  * below 32767; tile_s). The other types are decoded to unsigned codes c = w + c0 (Q4_0's nibble,
  * Q5_0's five bits, E2M1 through a table) that vpmaddubsw takes as they are, and the offset
@@ -23,6 +24,7 @@
 #include "formats/blocks.h"
 #include "formats/codes.h"
 #include "kernels/x86/avx2/avx2.h"
+#include "kernels/x86/avx2/fp4.h"
 #include "kernels/x86/avx2/panel.h"
 
 typedef struct {
@@ -90,8 +92,7 @@ static inline unit dec_q8_0(const uint8_t *row, int64_t u) {
     return (unit){_mm256_loadu_si256((const __m256i *)b->qs), fp16_bcast(b->d)};
 }
 
-/* The FP4 types keep 4 lanes (kernels.h): their scales are in the low half of s; their codes are
- * unsigned (e2m1_table). */
+/* The FP4 types' codes are unsigned (e2m1_table). */
 static inline unit dec_mxfp4(const uint8_t *row, int64_t u) {
     const nb_block_mxfp4 *b = (const nb_block_mxfp4 *)row + u;
     return (unit){_mm256_shuffle_epi8(e2m1_table(), nibbles(b->qs)), _mm256_set1_ps(nb_e8m0_half_table[b->e])};
@@ -99,13 +100,14 @@ static inline unit dec_mxfp4(const uint8_t *row, int64_t u) {
 
 /* NVFP4 unit u = half h of block u/2, bytes 16h..16h+15; sub-block s is bytes 8s..8s+7, low
  * nibbles its elements 0..7, high nibbles 8..15. The nibble split gives elements 0-7,16-23 then
- * 8-15,24-31 of the unit, the order of NB_ACT_Q8_0X_NV's codes. */
+ * 8-15,24-31 of the unit, the order of NB_ACT_Q8_0X_NV's codes: the lanes hold groups
+ * 0,1,4,5,2,3,6,7, so the scales are s0, s0, s1, s1 in both halves. */
 static inline unit dec_nvfp4(const uint8_t *row, int64_t u) {
     const nb_block_nvfp4 *b = (const nb_block_nvfp4 *)row + u / 2;
     int h = (int)(u & 1);
     const float s0 = nb_ue4m3_half_table[b->d[2 * h]], s1 = nb_ue4m3_half_table[b->d[2 * h + 1]];
-    return (unit){_mm256_shuffle_epi8(e2m1_table(), nibbles(b->qs + 16 * h)),
-                  _mm256_castps128_ps256(_mm_setr_ps(s0, s0, s1, s1))};
+    const __m128 s = _mm_setr_ps(s0, s0, s1, s1);
+    return (unit){_mm256_shuffle_epi8(e2m1_table(), nibbles(b->qs + 16 * h)), _mm256_set_m128(s, s)};
 }
 
 typedef unit (*dec_fn)(const uint8_t *row, int64_t u);
@@ -117,16 +119,10 @@ enum { q4_0_unit_bytes = 18, q5_0_unit_bytes = 22, q8_0_unit_bytes = 34, mxfp4_u
 #define RMAX 4
 #define TMAX 3
 
-/* 4-lane sum (a0+a2) + (a1+a3) of an FP4 accumulator half. */
-static inline float sum4(__m128 v) {
-    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-    return _mm_cvtss_f32(_mm_add_ss(v, _mm_shuffle_ps(v, v, 1)));
-}
-
-/* The FP4 types fold two rows into one register: x's 8 group sums and z's become [x's 4 lanes |
- * z's 4 lanes], so that the float work (product of scales, conversion, fma) serves two rows. The
- * fold is done on vpmaddubsw's int16 pair sums of the unsigned codes: c <= 28 and |a| <= 127 keep
- * two pair sums within 14224. */
+/* MXFP4 folds two rows into one register: x's 8 group sums and z's become [x's 4 lanes | z's 4
+ * lanes] (lane k: groups k and k+4), the layout of fp4.h's reduction. The fold is done on
+ * vpmaddubsw's int16 pair sums of the unsigned codes: c <= 28 and |a| <= 127 keep two pair sums
+ * within 14224. */
 static inline __m256i fp4_fold2(__m256i xc, __m256i zc, __m256i aq) {
     const __m256i px = _mm256_maddubs_epi16(xc, aq), pz = _mm256_maddubs_epi16(zc, aq);
     const __m256i f = _mm256_add_epi16(_mm256_permute2x128_si256(px, pz, 0x20), _mm256_permute2x128_si256(px, pz, 0x31));
@@ -208,15 +204,17 @@ static inline __attribute__((always_inline)) void tile_s(dec_fn dec, int ub, int
     acc_store(acc, R, T, y, ldy, rs);
 }
 
-/* The tile of MXFP4 and NVFP4 against NB_ACT_Q8_0X_MX / _NV activations (each FP4 lane's
- * correction folded, NVFP4's codes in its nibbles' order): two rows per register (fp4_fold2), and
- * nc >> 3 = -16 * (sum of the lane's 8 activations) taken out of each lane exactly. */
-static inline __attribute__((always_inline)) void tile_fp4(dec_fn dec, int ub, int R, int T, int64_t nu, const uint8_t *w,
-                                                           size_t ws, size_t rs, const uint8_t *a, size_t as, float *y,
-                                                           size_t ldy) {
-    const int S = (R + 1) / 2; /* accumulators per token: one per row pair */
-    __m256 acc[RMAX][TMAX];
-    acc_zero(acc, S, T);
+/* The tile of MXFP4 against NB_ACT_Q8_0X_MX activations (the corrections of groups k and k+4
+ * summed in nc[k]): two rows per register (fp4_fold2), nc >> 3 = -16 * (sum of the lane's 8
+ * activations) taken out of each lane exactly, then fp4.h's one lane per row and token, token
+ * pairs in one accumulator each. */
+static inline __attribute__((always_inline)) void tile_mx(dec_fn dec, int ub, int R, int T, int64_t nu, const uint8_t *w,
+                                                          size_t ws, size_t rs, const uint8_t *a, size_t as, float *y,
+                                                          size_t ldy) {
+    const int S = (R + 1) / 2, P = (T + 1) / 2; /* row pairs, token pairs */
+    __m256 acc[(TMAX + 1) / 2];
+    #pragma GCC unroll 8
+    for (int p = 0; p < P; p++) acc[p] = _mm256_setzero_ps();
     for (int64_t u = 0; u < nu; u++) {
         __m256i aq[TMAX], nv[TMAX];
         __m256 ad[TMAX];
@@ -227,29 +225,72 @@ static inline __attribute__((always_inline)) void tile_fp4(dec_fn dec, int ub, i
             nv[t] = _mm256_srai_epi32(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->nc)), 3);
             ad[t] = _mm256_set1_ps(ab->d);
         }
-        if ((u & 1) == 0) /* two units (36 bytes at most) per prefetch of a row */
+        if ((u & 1) == 0) /* two units (34 bytes) per prefetch of a row */
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++)
                 _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + nb_prefetch_bytes(ub), _MM_HINT_T0);
+        __m256i m[TMAX][2]; /* [t][j]: rows 2j and 2j+1 (an odd last row pairs with itself) */
+        __m256 s[2];
         #pragma GCC unroll 8
-        for (int j = 0; j < S; j++) { /* rows 2j and 2j+1 (an odd last row pairs with itself; its twin is dropped) */
+        for (int j = 0; j < S; j++) {
             const unit x = dec(w + (size_t)(2 * j) * rs * ws, u);
             const unit z = dec(w + (size_t)(2 * j + 1 < R ? 2 * j + 1 : 2 * j) * rs * ws, u);
-            const __m256 s = _mm256_permute2f128_ps(x.s, z.s, 0x20);
+            s[j] = _mm256_permute2f128_ps(x.s, z.s, 0x20);
             #pragma GCC unroll 8
-            for (int t = 0; t < T; t++)
-                acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(s, ad[t]),
-                                            _mm256_cvtepi32_ps(_mm256_add_epi32(fp4_fold2(x.q, z.q, aq[t]), nv[t])), acc[j][t]);
+            for (int t = 0; t < T; t++) m[t][j] = _mm256_add_epi32(fp4_fold2(x.q, z.q, aq[t]), nv[t]);
+        }
+        const int j1 = S - 1; /* one row pair stands in for the second */
+        #pragma GCC unroll 8
+        for (int p = 0; p < P; p++) {
+            const int A = 2 * p, B = 2 * p + 1 < T ? 2 * p + 1 : 2 * p;
+            acc[p] = _mm256_fmadd_ps(nb_mx_scales(s[0], s[j1], ad[A], ad[B]),
+                                     _mm256_cvtepi32_ps(nb_mx_sums(m[A][0], m[A][j1], m[B][0], m[B][j1])), acc[p]);
         }
     }
     #pragma GCC unroll 8
-    for (int j = 0; j < S; j++)
+    for (int p = 0; p < P; p++) nb_mx_store(acc[p], R, 2 * p, T, y, ldy, rs);
+}
+
+/* The contract's tree (nb_lane_sum) over NVFP4's lanes, which hold groups 0,1,4,5,2,3,6,7: group
+ * g and g + 4 are lanes j and j + 2 of one half, and the pair sums then end as nb_avx2_lane_sum. */
+static inline float nv_lane_sum(__m256 v) {
+    v = _mm256_add_ps(v, _mm256_permute_ps(v, 0x4E)); /* g0+g4, g1+g5 | g2+g6, g3+g7 */
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+}
+
+/* The tile of NVFP4 against NB_ACT_Q8_0X_NV activations: tile_u's 8 lanes (c <= 28, nc >> 3 =
+ * -16 * sum4(a)) in the nibbles' order, each row's two scales (dec_nvfp4) times the token's. */
+static inline __attribute__((always_inline)) void tile_nv(dec_fn dec, int ub, int R, int T, int64_t nu, const uint8_t *w,
+                                                          size_t ws, size_t rs, const uint8_t *a, size_t as, float *y,
+                                                          size_t ldy) {
+    __m256 acc[RMAX][TMAX];
+    acc_zero(acc, R, T);
+    for (int64_t u = 0; u < nu; u++) {
+        if ((u & 1) == 0) /* two units (36 bytes) per prefetch of a row */
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+                _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + nb_prefetch_bytes(ub), _MM_HINT_T0);
+        unit x[RMAX];
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) x[r] = dec(w + (size_t)r * rs * ws, u);
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            float *yt = y + (size_t)t * ldy;
-            yt[(size_t)(2 * j) * rs] = sum4(_mm256_castps256_ps128(acc[j][t]));
-            if (2 * j + 1 < R) yt[(size_t)(2 * j + 1) * rs] = sum4(_mm256_extractf128_ps(acc[j][t], 1));
+            const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
+            const __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);
+            const __m256i nv = _mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)ab->nc), 3);
+            const __m256 ad = _mm256_set1_ps(ab->d);
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; r++) {
+                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(x[r].q, av), _mm256_set1_epi16(1)), nv);
+                acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(x[r].s, ad), _mm256_cvtepi32_ps(p), acc[r][t]);
+            }
         }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nv_lane_sum(acc[r][t]);
 }
 
 /* The tile of Q4_0 and Q5_0 against NB_ACT_Q8_0X activations. vpmaddubsw takes the unsigned
@@ -416,16 +457,21 @@ static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, cons
         panel_decode(dec_##ty, w, ws, rows, u0, un, p);                                                       \
     }
 /* A tile R x T of type ty: Q8_0 by the sign trick (TILE_S), or unsigned codes against
- * NB_ACT_Q8_0X (TILE_U) or its FP4 variants (TILE_F). */
+ * NB_ACT_Q8_0X (TILE_U) or its FP4 variants (TILE_MX, TILE_NV). */
 #define TILE_S(ty, R, T)                                                                                 \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
                                        size_t as, float *y, size_t ldy) {                                 \
         tile_s(dec_##ty, ty##_unit_bytes, R, T, nu, w, ws, rs, a, as, y, ldy);                            \
     }
-#define TILE_F(ty, R, T)                                                                                 \
+#define TILE_MX(ty, R, T)                                                                                \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
                                        size_t as, float *y, size_t ldy) {                                 \
-        tile_fp4(dec_##ty, ty##_unit_bytes, R, T, nu, w, ws, rs, a, as, y, ldy);                          \
+        tile_mx(dec_##ty, ty##_unit_bytes, R, T, nu, w, ws, rs, a, as, y, ldy);                           \
+    }
+#define TILE_NV(ty, R, T)                                                                                \
+    static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
+                                       size_t as, float *y, size_t ldy) {                                 \
+        tile_nv(dec_##ty, ty##_unit_bytes, R, T, nu, w, ws, rs, a, as, y, ldy);                           \
     }
 #define TILE_U(ty, R, T)                                                                                 \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
@@ -457,9 +503,10 @@ static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, cons
         } else                                                                                                \
             nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                        \
     }
-/* The kernel of an FP4 type: its tiles for every token count (the panels are 8-lane). */
-#define KERNEL_FP4(ty, isa)                                                                                   \
-    TILE_TABLE(TILE_F, ty)                                                                                    \
+/* The kernel of an FP4 type: its tiles TILE for every token count (the panels take one scale
+ * per unit and row, and the contract's 8 lanes). */
+#define KERNEL_FP4(ty, isa, TILE)                                                                             \
+    TILE_TABLE(TILE, ty)                                                                                      \
     void nb_mm_##ty##_q8_0_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
                                 int64_t nt, float *y, size_t ldy) {                                          \
         nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                            \

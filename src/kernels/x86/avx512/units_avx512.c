@@ -21,21 +21,24 @@
  * broadcasts, a scale permute and, for Q5_0, qh bits regrouped in general registers, all of which
  * cost more than the halved count of multiply-adds saves.
  *
- * MXFP4 and NVFP4 sum both halves of a unit into 4 lanes (kernels.h), which the one-row layout
- * cannot do in one vpdpbusd, so they keep 2 rows per 256-bit register, one 128-bit lane per row:
- * `lo` holds the codes that meet activation bytes 0-15 of the unit, `hi` those that meet bytes
- * 16-31, so each activation half is one 128-bit broadcast from memory and the two vpdpbusd meet
- * in the same dword lanes. (4 rows per 512-bit register, the same scheme one lane wider, was
- * slower on Zen 4 for the same reasons as above.) A 16-byte run of packed codes split
- * into low and high nibbles *is* lo and hi for MXFP4; NVFP4's nibbles split into elements
- * 0-7,16-23 and 8-15,24-31 of the unit instead, so its activations come in that order
- * (NB_ACT_Q8_0X_NV) and its final reduction pairs the lanes accordingly.
+ * MXFP4 and NVFP4 keep 2 rows per 256-bit register, one 128-bit lane per row: `lo` holds the
+ * codes that meet activation bytes 0-15 of the unit, `hi` those that meet bytes 16-31, so each
+ * activation half is one 128-bit broadcast from memory. A 16-byte run of packed codes split into
+ * low and high nibbles *is* lo and hi for MXFP4; NVFP4's nibbles split into elements 0-7,16-23 and
+ * 8-15,24-31 of the unit instead, so its activations come in that order (NB_ACT_Q8_0X_NV). MXFP4
+ * takes one lane per row, the unit's whole sum (kernels.h): its two vpdpbusd meet in the same 4
+ * dword lanes, and two rounds of vpackssdw + vpmaddwd then give 4 rows x 2 tokens in one register
+ * for the float work (x86/avx2/fp4.h). NVFP4 keeps the contract's 8 lanes as 4 in each of two
+ * accumulators (lo: groups 0,1,4,5, hi: 2,3,6,7), one product of scales serving both. (4 rows
+ * per 512-bit register, the same scheme one lane wider, was slower on Zen 4 for the same reasons
+ * as above.)
  */
 #include <immintrin.h>
 #include <string.h>
 
 #include "formats/blocks.h"
 #include "formats/codes.h"
+#include "kernels/x86/avx2/fp4.h"
 #include "kernels/x86/avx512/avx512.h"
 
 #define RT 4   /* rows per tile */
@@ -240,7 +243,7 @@ static inline __m256 scale2(uint8_t e0, uint8_t e1) {
                                 _mm_broadcast_ss(&nb_e8m0_half_table[e1]), 1);
 }
 
-/* Block k of the 4 rows into q[0] (an MXFP4 block is one unit). */
+/* Unit k of the 4 rows (an MXFP4 block is one unit). */
 static inline void dec_mxfp4(const uint8_t *const p[4], int64_t k, quad *q) {
     const nb_block_mxfp4 *b0 = (const nb_block_mxfp4 *)p[0] + k, *b1 = (const nb_block_mxfp4 *)p[1] + k,
                          *b2 = (const nb_block_mxfp4 *)p[2] + k, *b3 = (const nb_block_mxfp4 *)p[3] + k;
@@ -249,6 +252,49 @@ static inline void dec_mxfp4(const uint8_t *const p[4], int64_t k, quad *q) {
     q->s[0] = scale2(b0->e, b1->e);
     q->s[1] = scale2(b2->e, b3->e);
 }
+
+/* nr valid rows (of RT) by T tokens against NB_ACT_Q8_0X_MX: per unit, row pair and token two
+ * vpdpbusd from the folded corrections, then per 4 rows and 2 tokens the two rounds, one product of
+ * scales, one conversion and one fma (fp4.h). */
+static inline __attribute__((always_inline)) void tile_mx(int ub, int nr, int T, int64_t nu, const uint8_t *w, size_t ws,
+                                                          size_t rs, const uint8_t *a, size_t as, float *y, size_t ldy) {
+    const uint8_t *p[RT];
+    nb_avx512_tile_rows(p, w, ws, rs, nr);
+    const size_t pf = tile_prefetch(ws, rs, ub);
+    const int P = (T + 1) / 2; /* token pairs */
+    __m256 acc[TMAX / 2];
+    #pragma GCC unroll 8
+    for (int j = 0; j < P; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t u = 0; u < nu; u++) {
+        if ((u & (PF_EVERY(ub) - 1)) == 0) /* about once per cache line of each row */
+            #pragma GCC unroll 8
+            for (int i = 0; i < RT; i++) _mm_prefetch((const char *)p[i] + u * ub + pf, _MM_HINT_T0);
+        quad q;
+        dec_mxfp4(p, u, &q);
+        __m256i ip[TMAX][2];
+        __m256 da[TMAX];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
+            const __m256i alo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->qs));
+            const __m256i ahi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
+            const __m256i nlo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->nc));
+            da[t] = _mm256_set1_ps(ab->d);
+            #pragma GCC unroll 2
+            for (int j = 0; j < 2; j++) ip[t][j] = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(nlo, q.lo[j], alo), q.hi[j], ahi);
+        }
+        #pragma GCC unroll 8
+        for (int j = 0; j < P; j++) {
+            const int A = 2 * j, B = 2 * j + 1 < T ? 2 * j + 1 : 2 * j;
+            acc[j] = _mm256_fmadd_ps(nb_mx_scales(q.s[0], q.s[1], da[A], da[B]),
+                                     _mm256_cvtepi32_ps(nb_mx_sums(ip[A][0], ip[A][1], ip[B][0], ip[B][1])), acc[j]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int j = 0; j < P; j++) nb_mx_store(acc[j], nr, 2 * j, T, y, ldy, rs);
+}
+
+/* ---- NVFP4: the same row pairs, 8 lanes in two accumulators ---- */
 
 /* ggml's halved UE4M3 decode (= nb_ue4m3_to_fp32_half, bit for bit) of the 16 scale codes of a
  * block's 4 rows, as the 4 (unit, row pair) scale vectors that dec_nvfp4 needs. The code's low 7
@@ -279,7 +325,7 @@ static inline __attribute__((always_inline)) void ue4m3_scales(const nb_block_nv
 /* NVFP4 block k = units 2k and 2k+1 (q[0], q[1]): unit h is sub-blocks 2h and 2h+1, bytes
  * 16h..16h+15 (sub-block s in bytes 8s..8s+7, low nibbles its elements 0..7, high nibbles 8..15).
  * Low nibbles of the 16 bytes are the unit's elements 0-7,16-23, high nibbles 8-15,24-31:
- * NB_ACT_Q8_0X_NV's order. Each row's lanes are then groups 0,1,4,5 (lo) or 2,3,6,7 (hi), scales
+ * NB_ACT_Q8_0X_NV's order. A row's lanes are then groups 0,1,4,5 (lo) and 2,3,6,7 (hi), scales
  * [d2h, d2h, d2h+1, d2h+1] in both. Whole blocks, because the 4 rows' 16 scale codes are then one
  * decode, where a unit at a time took two of half the width. */
 static inline __attribute__((always_inline)) void dec_nvfp4(const uint8_t *const p[4], int64_t k, quad *q) {
@@ -293,54 +339,58 @@ static inline __attribute__((always_inline)) void dec_nvfp4(const uint8_t *const
     ue4m3_scales(b, q);
 }
 
-typedef void (*dec_fn)(const uint8_t *const p[4], int64_t k, quad *q);
-
-/* The 4-lane sums of a pair's two rows (each row's a0..a3 to (a0+a2) + (a1+a3)), stored to rows
- * r and r + 1 where valid. */
-static inline void store_pair(__m256 acc, int r, int nr, float *y, size_t rs) {
-    const __m256 v = _mm256_add_ps(acc, _mm256_shuffle_ps(acc, acc, 0x4E));
-    const __m256 sums = _mm256_add_ps(v, _mm256_shuffle_ps(v, v, 0xB1));
+/* The contract's tree over a row pair's lanes, lo = groups 0,1,4,5 and hi = groups 2,3,6,7 of
+ * each row (one row per 128-bit half): group g and g + 4 are lanes j and j + 2, then
+ * (s0 + s2) + (s1 + s3); stored to rows r and r + 1 where valid. */
+static inline void store_nv_pair(__m256 lo, __m256 hi, int r, int nr, float *y, size_t rs) {
+    const __m256 w = _mm256_add_ps(_mm256_add_ps(lo, _mm256_shuffle_ps(lo, lo, 0x4E)),
+                                   _mm256_add_ps(hi, _mm256_shuffle_ps(hi, hi, 0x4E)));
+    const __m256 sums = _mm256_add_ps(w, _mm256_shuffle_ps(w, w, 0xB1));
     if (r < nr) y[(size_t)r * rs] = _mm256_cvtss_f32(sums);
     if (r + 1 < nr) y[(size_t)(r + 1) * rs] = _mm_cvtss_f32(_mm256_extractf128_ps(sums, 1));
 }
 
-/* nr valid rows (of RT) by T tokens, a block of upb units per step: both halves into the FP4
- * lanes, one integer sum, one conversion and one fma per unit, row pair and token. */
-static inline __attribute__((always_inline)) void tile_fp4(dec_fn dec, int ub, int upb, int nr, int T, int64_t nu,
-                                                           const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
-                                                           size_t as, float *y, size_t ldy) {
+/* nr valid rows (of RT) by T tokens against NB_ACT_Q8_0X_NV, a block (two units) per step: per
+ * unit, row pair and token 2 vpdpbusd from the corrections of their groups, one product of
+ * scales for both, 2 conversions and 2 fma. */
+static inline __attribute__((always_inline)) void tile_nv(int ub, int nr, int T, int64_t nu, const uint8_t *w, size_t ws,
+                                                          size_t rs, const uint8_t *a, size_t as, float *y, size_t ldy) {
     const uint8_t *p[RT];
     nb_avx512_tile_rows(p, w, ws, rs, nr);
     const size_t pf = tile_prefetch(ws, rs, ub);
-    __m256 acc[2][TMAX];
+    __m256 acc[2][2][TMAX]; /* [row pair][lo, hi][token] */
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
-    for (int64_t u0 = 0; u0 < nu; u0 += upb) {
+    for (int t = 0; t < T; t++)
+        #pragma GCC unroll 2
+        for (int j = 0; j < 2; j++) acc[j][0][t] = acc[j][1][t] = _mm256_setzero_ps();
+    for (int64_t u0 = 0; u0 < nu; u0 += 2) {
         if ((u0 & (PF_EVERY(ub) - 1)) == 0) /* about once per cache line of each row */
             #pragma GCC unroll 8
             for (int i = 0; i < RT; i++) _mm_prefetch((const char *)p[i] + u0 * ub + pf, _MM_HINT_T0);
         quad q[2];
-        dec(p, u0 / upb, q);
+        dec_nvfp4(p, u0 / 2, q);
         #pragma GCC unroll 2
-        for (int k = 0; k < upb; k++)
+        for (int k = 0; k < 2; k++)
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u0 + k;
             const __m256i alo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->qs));
             const __m256i ahi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
             const __m256i nlo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->nc));
+            const __m256i nhi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab->nc + 4)));
             const __m256 da = _mm256_set1_ps(ab->d);
             #pragma GCC unroll 2
             for (int j = 0; j < 2; j++) {
-                const __m256i ip = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(nlo, q[k].lo[j], alo), q[k].hi[j], ahi);
-                acc[j][t] = _mm256_fmadd_ps(_mm256_mul_ps(q[k].s[j], da), _mm256_cvtepi32_ps(ip), acc[j][t]);
+                const __m256 sd = _mm256_mul_ps(q[k].s[j], da);
+                acc[j][0][t] = _mm256_fmadd_ps(sd, _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(nlo, q[k].lo[j], alo)), acc[j][0][t]);
+                acc[j][1][t] = _mm256_fmadd_ps(sd, _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(nhi, q[k].hi[j], ahi)), acc[j][1][t]);
             }
         }
     }
     #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
-        store_pair(acc[0][t], 0, nr, y + (size_t)t * ldy, rs);
-        store_pair(acc[1][t], 2, nr, y + (size_t)t * ldy, rs);
+        store_nv_pair(acc[0][0][t], acc[0][1][t], 0, nr, y + (size_t)t * ldy, rs);
+        store_nv_pair(acc[1][0][t], acc[1][1][t], 2, nr, y + (size_t)t * ldy, rs);
     }
 }
 
@@ -367,8 +417,8 @@ static inline __attribute__((always_inline)) void tile_fp4(dec_fn dec, int ub, i
 KERNEL(q4_0, units, (row_q4_0, 18, 4))
 KERNEL(q5_0, units, (row_q5_0, 22, 0))
 KERNEL(q8_0, units, (row_q8_0, 34, 0))
-KERNEL(mxfp4, fp4, (dec_mxfp4, 17, 1))
-KERNEL(nvfp4, fp4, (dec_nvfp4, 18, 2))
+KERNEL(mxfp4, mx, (17))
+KERNEL(nvfp4, nv, (18))
 KERNEL(q4_1, min, (row_q4_1, 20))
 KERNEL(q5_1, min, (row_q5_1, 24))
 
