@@ -344,6 +344,42 @@ NB_API const nb_gguf_tensor *nb_gguf_tensor_at(const nb_gguf *g, int64_t i);    
 NB_API const nb_gguf_tensor *nb_gguf_find_tensor(const nb_gguf *g, const char *name); /* NULL absent */
 NB_API int64_t nb_gguf_tensor_rows(const nb_gguf_tensor *t);                      /* ne[1]*ne[2]*ne[3] */
 
+/* Census of a file's tensors, from the header alone (`nibble inspect`): tensors, parameters and
+ * bytes per type, and the tensors a llama.cpp K-quant recipe wrote in a fallback type. A file that
+ * holds any K-quant was made by such a recipe, so a weight (2+ dimensions) of a legacy type on a
+ * row that is not a multiple of 256 stands in for the K-quant nb_type_fallback_of() names. */
+#define NB_CENSUS_TYPES 64  /* more than the ids ggml assigned, the only ones the reader lists */
+#define NB_CENSUS_GROUPS 32
+
+typedef struct nb_census_count {
+    int type;                 /* GGUF type id; -1 in the total */
+    uint64_t tensors, params, bytes;
+    double bits_per_weight;   /* 8 * bytes / params, 0 without parameters */
+} nb_census_count;
+
+/* The fallback tensors of one written type and row length. */
+typedef struct nb_census_group {
+    int type, wanted;         /* the type written and the K-quant the recipe wanted */
+    int64_t row_length;
+    uint64_t tensors;
+    const char *first;        /* the first such tensor's name, valid while the nb_gguf is open */
+} nb_census_group;
+
+typedef struct nb_census {
+    int n_types;                          /* types[0 .. n_types): the types present, in id order */
+    nb_census_count types[NB_CENSUS_TYPES];
+    nb_census_count total;
+    int kquants;                          /* the file holds K-quant tensors */
+    uint64_t n_fallback;                  /* tensors in a fallback type, grouped or not */
+    int n_groups;                         /* groups[0 .. n_groups), in order of first tensor */
+    nb_census_group groups[NB_CENSUS_GROUPS];
+    uint64_t ungrouped;                   /* fallback tensors of groups past NB_CENSUS_GROUPS */
+} nb_census;
+
+NB_API nb_status nb_gguf_census(const nb_gguf *g, nb_census *out);
+/* The K-quant the recipe wanted for tensor t of the census's file when t holds a fallback, or -1. */
+NB_API int nb_census_fallback_of(const nb_census *c, const nb_gguf_tensor *t);
+
 /* Writer: GGUF v3. Keys keep the order they were first set in; setting a key again replaces its
  * value. Tensor data is NOT copied: it must stay valid until nb_gguf_writer_write() returns.
  * The file is written to a temporary name beside `path` and renamed over it when complete.
