@@ -213,11 +213,9 @@ static int load_tensor(source *src, int col, uint8_t *blk, int *type, float *tsc
             memcpy(blk, (const uint8_t *)t->data + off, (size_t)in->block_bytes);
             src->block_at = src->data_offset + src->tensor_offset + off;
             *type = t->type;
-            /* NVFP4's per-tensor factor travels as "<name>.scale" in place of ".weight" */
+            /* NVFP4's per-tensor factor, when the file has one */
             char name[NB_GGUF_MAX_NAME + 8];
-            size_t n = strlen(src->tensor);
-            if (n > 7 && !strcmp(src->tensor + n - 7, ".weight")) {
-                snprintf(name, sizeof name, "%.*s.scale", (int)(n - 7), src->tensor);
+            if (nb_gguf_scale_name(src->tensor, name, sizeof name)) {
                 const nb_gguf_tensor *s = nb_gguf_find_tensor(g, name);
                 if (s && s->type == NB_TYPE_F32 && s->bytes >= 4) memcpy(tscale, s->data, 4);
             }

@@ -343,6 +343,11 @@ NB_API int64_t nb_gguf_unsupported_count(const nb_gguf *g); /* only non-zero wit
 NB_API const nb_gguf_tensor *nb_gguf_tensor_at(const nb_gguf *g, int64_t i);        /* NULL out of range */
 NB_API const nb_gguf_tensor *nb_gguf_find_tensor(const nb_gguf *g, const char *name); /* NULL absent */
 NB_API int64_t nb_gguf_tensor_rows(const nb_gguf_tensor *t);                      /* ne[1]*ne[2]*ne[3] */
+/* The name of a weight's per-tensor factor (NVFP4 two-level, nb_quantize_nvfp4_2level's
+ * *tensor_scale): `weight` with ".scale" in place of ".weight", as nb_quantize_model writes it and
+ * the model loader reads it. 0, recording no error, when `weight` does not end in ".weight" or
+ * the name does not fit in cap bytes. */
+NB_API int nb_gguf_scale_name(const char *weight, char *name, size_t cap);
 
 /* Census of a file's tensors, from the header alone (`nibble inspect`): tensors, parameters and
  * bytes per type, and the tensors a llama.cpp K-quant recipe wrote in a fallback type. A file that

@@ -700,6 +700,12 @@ TEST(census) {
           "fallback_of");
     nb_gguf_close(g);
     CHECK(nb_gguf_census(NULL, &c) == NB_ERR_INVALID_ARG, "NULL file");
+    char sname[16];
+    CHECK(nb_gguf_scale_name("blk.0.w.weight", sname, sizeof sname) && !strcmp(sname, "blk.0.w.scale") &&
+              nb_gguf_scale_name(".weight", sname, sizeof sname) && !strcmp(sname, ".scale") &&
+              !nb_gguf_scale_name("blk.0.w.bias", sname, sizeof sname) && !nb_gguf_scale_name("weight", sname, sizeof sname) &&
+              !nb_gguf_scale_name("blk.0.ffn.weight", sname, 15) && nb_gguf_scale_name("blk.0.ffn.weight", sname, 16),
+          "scale names: %s", sname);
     if (access(nibble_bin, X_OK)) SKIP("%s not built", nibble_bin);
     static char out[1 << 16];
     CHECK(inspect(tmp_path("census.gguf"), out, sizeof out) == 0 &&

@@ -303,10 +303,8 @@ static nb_status layout(const nb_qplan *plan, int64_t n, uint64_t *off, uint64_t
 
 static nb_status add_scale_tensor(nb_gguf_writer *w, const char *name, const float *scale) {
     char sname[NB_GGUF_MAX_NAME + 8];
-    size_t n = strlen(name);
-    if (n < 7 || strcmp(name + n - 7, ".weight"))
+    if (!nb_gguf_scale_name(name, sname, sizeof sname))
         return nb_fail(NB_ERR_INVALID_ARG, "two-level tensor '%s' does not end in .weight", name);
-    snprintf(sname, sizeof sname, "%.*s.scale", (int)(n - 7), name);
     const int64_t ne[1] = {1};
     return nb_gguf_writer_add_tensor(w, sname, NB_TYPE_F32, 1, ne, scale);
 }
