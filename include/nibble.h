@@ -848,6 +848,23 @@ NB_API const float *nb_imatrix_find(const nb_imatrix *im, const char *tensor, in
  * x^2) and "<name>.counts" F32 {1, 1} (tokens seen), names sorted. */
 NB_API nb_status nb_imatrix_save(const nb_imatrix *im, const char *path, const char *dataset, uint32_t chunk_size);
 NB_API nb_status nb_imatrix_load(const char *path, nb_imatrix **out);
+/* llama-imatrix's collection (`nibble imatrix`): n_chunks chunks of n_ctx tokens from tokens[0 ..),
+ * each with its first token replaced by BOS when the vocabulary adds one, each evaluated on c from
+ * an empty cache while nb_imatrix_observe adds every matrix input to im, then nb_imatrix_end_chunk.
+ * The output matrix sees its input only where logits are computed: with process_output every
+ * position's are, NB_IMATRIX_OUTPUT_SLICE positions an evaluation, and dropped; without, a chunk is
+ * one evaluation and no logits. Uses and resets the context, and removes its observer afterwards.
+ * Refuses n_ctx outside 1 .. the context's, n_chunks < 1 and a text shorter than n_chunks chunks. */
+#define NB_IMATRIX_OUTPUT_SLICE 64 /* a logits row of a 262144-token vocabulary is 1 MiB */
+typedef void (*nb_imatrix_progress_fn)(void *user, int chunks_done, int n_chunks); /* after each chunk */
+typedef struct nb_imatrix_params {
+    int n_ctx, n_chunks;
+    int process_output;
+    nb_imatrix_progress_fn progress; /* or NULL */
+    void *user;
+} nb_imatrix_params;
+NB_API nb_status nb_imatrix_collect(nb_ctx *c, nb_imatrix *im, const int32_t *tokens, int64_t n_tokens,
+                                    const nb_imatrix_params *p);
 
 #ifdef __cplusplus
 }
