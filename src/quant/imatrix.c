@@ -256,7 +256,7 @@ nb_status nb_imatrix_collect(nb_ctx *c, nb_imatrix *im, const int32_t *tokens, i
     }
     nb_status s = NB_OK;
     nb_ctx_set_observer(c, nb_imatrix_observe, im);
-    for (int k = 0; k < p->n_chunks && !s; k++) {
+    for (int k = 0; k < p->n_chunks; k++) {
         memcpy(chunk, tokens + (size_t)k * (size_t)p->n_ctx, (size_t)p->n_ctx * sizeof *chunk);
         if (bos >= 0) chunk[0] = bos;
         nb_ctx_reset(c);
