@@ -1,3 +1,8 @@
+/*
+ * args.c: the flag parser and the shared messages, exit codes and helpers of args.h. Every message
+ * goes to stderr behind the one prefix "nibble CMD: " that arg_parse sets; text from a file is
+ * shown with its control bytes as \xHH (arg_text, arg_safe), and JSON strings escape them.
+ */
 #include "cli/args.h"
 
 #include <errno.h>

@@ -23,6 +23,17 @@ static const char USAGE[] =
     "The baseline is the tensor as the file holds it: for a quantized tensor that is its decoded\n"
     "values, not the original weights, so each format's error adds to the file's own.\n";
 
+/* "what": {"rmse": .., "max": .., "sqnr_db": ..} */
+static void json_error(const char *what, double rmse, double max, double sqnr_db) {
+    printf("\"%s\": {\"rmse\": ", what);
+    ex_json_num(stdout, rmse);
+    printf(", \"max\": ");
+    ex_json_num(stdout, max);
+    printf(", \"sqnr_db\": ");
+    ex_json_num(stdout, sqnr_db);
+    printf("}");
+}
+
 int explain_compare(int argc, char **argv) {
     const char *pos[2] = {0}, *xfile = NULL, *svg = NULL;
     int json = 0, rows_lim = 0, n_tok = 4, threads = 0, quant_route = 0;
@@ -118,19 +129,11 @@ int explain_compare(int argc, char **argv) {
                 printf("}");
                 continue;
             }
-            printf(", \"applicable\": true, \"weight\": {\"rmse\": ");
-            ex_json_num(stdout, s->weight_rmse);
-            printf(", \"max\": ");
-            ex_json_num(stdout, s->weight_max);
-            printf(", \"sqnr_db\": ");
-            ex_json_num(stdout, s->weight_sqnr_db);
-            printf("}, \"output\": {\"rmse\": ");
-            ex_json_num(stdout, s->output_rmse);
-            printf(", \"max\": ");
-            ex_json_num(stdout, s->output_max);
-            printf(", \"sqnr_db\": ");
-            ex_json_num(stdout, s->output_sqnr_db);
-            printf("}, \"tensor_scale\": ");
+            printf(", \"applicable\": true, ");
+            json_error("weight", s->weight_rmse, s->weight_max, s->weight_sqnr_db);
+            printf(", ");
+            json_error("output", s->output_rmse, s->output_max, s->output_sqnr_db);
+            printf(", \"tensor_scale\": ");
             ex_json_num(stdout, s->tensor_scale);
             printf("}");
         }

@@ -5,8 +5,9 @@
  * while the runtime's observer (nb_ctx_set_observer) adds every matrix input's x^2 to the
  * statistics, which are saved in llama.cpp's GGUF imatrix format (nibble.h: nb_imatrix_save).
  * The output matrix is left out unless --process-output (llama-imatrix's flag and default): then
- * every position's logits are computed, OUTPUT_SLICE positions at a time, and discarded. Exit 0;
- * 1 when the work fails; 2 on bad usage.
+ * every position's logits are computed, NB_IMATRIX_OUTPUT_SLICE positions at a time, and
+ * discarded. The loop is the library's (nb_imatrix_collect); this file reads the flags and the
+ * text, and prints the progress and the summary. Exit 0; 1 when the work fails; 2 on bad usage.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,9 +17,6 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "nibble.h"
-
-/* Positions per evaluation with --process-output: a logits row of a 262144-token vocabulary is 1 MiB. */
-#define OUTPUT_SLICE 64
 
 static const char USAGE[] =
     "usage: nibble imatrix -m MODEL -f TEXT -o FILE [-c N] [--chunks N] [-t N] [--process-output]\n"
@@ -30,6 +28,18 @@ static const char USAGE[] =
     "  -t, --threads N    threads (default: one per CPU)\n"
     "  --process-output   also collect the output matrix (the tied embedding of Gemma)\n"
     "  -ngl N             accepted and ignored (nibble runs on the CPU)\n";
+
+/* Progress on a terminal: chunks done, time so far and left. */
+typedef struct progress {
+    int tty;
+    double t0;
+} progress;
+
+static void on_chunk(void *user, int done, int n_chunks) {
+    const progress *pr = user;
+    const double el = arg_now() - pr->t0;
+    if (pr->tty) fprintf(stderr, "\rchunk %d/%d  %.1fs  ETA %.1fs", done, n_chunks, el, el / done * (n_chunks - done));
+}
 
 int cmd_imatrix(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *out = NULL;
@@ -55,7 +65,6 @@ int cmd_imatrix(int argc, char **argv) {
     nb_ctx *ctx = NULL;
     nb_imatrix *im = NULL;
     int32_t *ids = NULL;
-    float *logits = NULL;
     rc = 1;
     s = nb_model_load(model, &m);
     if (s) {
@@ -91,31 +100,13 @@ int cmd_imatrix(int argc, char **argv) {
         rc = arg_status(s);
         goto done;
     }
-    if (process_output && !(logits = malloc((size_t)OUTPUT_SLICE * (size_t)info->n_vocab * sizeof *logits))) {
-        arg_error("no memory for %d logits rows", OUTPUT_SLICE);
+    progress pr = {isatty(2), arg_now()};
+    const nb_imatrix_params ip = {n_ctx, n_chunks, process_output, on_chunk, &pr};
+    if ((s = nb_imatrix_collect(ctx, im, ids, (int64_t)n_ids, &ip))) {
+        rc = arg_status(s);
         goto done;
     }
-    nb_ctx_set_observer(ctx, nb_imatrix_observe, im);
-    const int32_t bos = nb_tokenizer_bos(tok);
-    const double t0 = arg_now();
-    const int tty = isatty(2);
-    for (int c = 0; c < n_chunks; c++) {
-        int32_t *chunk = ids + (size_t)c * (size_t)n_ctx;
-        if (bos >= 0 && nb_tokenizer_add_bos(tok)) chunk[0] = bos;
-        nb_ctx_reset(ctx);
-        const int slice = process_output ? OUTPUT_SLICE : n_ctx;
-        for (int p = 0; p < n_ctx; p += slice) {
-            const int n = n_ctx - p < slice ? n_ctx - p : slice;
-            if ((s = nb_ctx_eval(ctx, chunk + p, n, logits, logits != NULL))) {
-                rc = arg_status(s);
-                goto done;
-            }
-        }
-        nb_imatrix_end_chunk(im);
-        const double el = arg_now() - t0;
-        if (tty) fprintf(stderr, "\rchunk %d/%d  %.1fs  ETA %.1fs", c + 1, n_chunks, el, el / (c + 1) * (n_chunks - c - 1));
-    }
-    if (tty) fprintf(stderr, "\n");
+    if (pr.tty) fprintf(stderr, "\n");
     if (!nb_imatrix_count(im)) {
         arg_error("the runtime reported no matrix inputs to the observer");
         goto done;
@@ -125,11 +116,10 @@ int cmd_imatrix(int argc, char **argv) {
         goto done;
     }
     printf("%s: %lld matrices from %d chunk%s of %d tokens -> %s (%.1fs)\n", model, (long long)nb_imatrix_count(im),
-           n_chunks, nb_plural(n_chunks), n_ctx, out, arg_now() - t0);
+           n_chunks, nb_plural(n_chunks), n_ctx, out, arg_now() - pr.t0);
     rc = 0;
 done:
     nb_imatrix_free(im);
-    free(logits);
     nb_ctx_free(ctx);
     nb_model_free(m);
     free(ids);

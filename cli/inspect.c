@@ -1,11 +1,12 @@
 /*
  * inspect.c: `nibble inspect MODEL.gguf [--tensors] [--json] [-c N]`: what a GGUF file holds,
  * read from its header only (the reader validates everything; no weight byte is touched):
- * architecture and hyperparameters, tokenizer, a census of tensor types (count, parameters,
- * bytes, share of the file, bits per weight, kernel), tensors that fell back to another type and
- * why, the hyperparameters nibble runs it with (or why it cannot), and the memory a run at -c N
- * reserves (nb_ctx_estimate). Exit 0; 1 when the file is damaged or holds a type
- * nibble cannot run (named per tensor); 2 on bad usage.
+ * architecture and hyperparameters, tokenizer, the census of tensor types (count, parameters,
+ * bytes, share of the file, bits per weight, kernel) and of the tensors that fell back to another
+ * type and why (nb_gguf_census), the hyperparameters nibble runs it with (nb_model_bind, or why it
+ * cannot), and the memory a run at -c N reserves (nb_ctx_estimate). This file reads the flags and
+ * prints what those calls give. Exit 0; 1 when the file is damaged or holds a type nibble cannot
+ * run (named per tensor); 2 on bad usage.
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,8 +16,6 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "nibble.h"
-
-#define MAX_TYPE 256 /* type ids the reader lists stay far below this */
 
 /* Hyperparameters shown, as `<arch>.<suffix>` keys. */
 static const char *const hparams[] = {
@@ -33,19 +32,13 @@ static const char *kernel_path(int type) {
     return k ? k : "none";
 }
 
-typedef struct census {
-    uint64_t count, params, bytes;
-} census;
-
 typedef struct summary {
     const nb_gguf *g;
     const char *path, *arch, *name, *tokenizer;
     int has_ftype;
     uint32_t ftype;
     uint64_t vocab, n_ctx;
-    census by_type[MAX_TYPE], total;
-    int kquants; /* the file holds K-quant tensors, so legacy types on odd rows are fallbacks */
-    uint64_t n_fallback;
+    nb_census census;
     /* the model as nibble binds it (NULL: it does not run; why in `why`) and what a context at
      * n_ctx reserves (nb_ctx_estimate; mem_ok = 0 when it cannot say) */
     nb_model *model;
@@ -53,14 +46,6 @@ typedef struct summary {
     int mem_ok;
     size_t kv_bytes, ctx_bytes;
 } summary;
-
-static uint64_t nelem(const nb_gguf_tensor *t) {
-    return (uint64_t)t->ne[0] * (uint64_t)t->ne[1] * (uint64_t)t->ne[2] * (uint64_t)t->ne[3];
-}
-
-static int is_fallback(const summary *s, const nb_gguf_tensor *t) {
-    return s->kquants && t->n_dims >= 2 && t->ne[0] % 256 && nb_type_fallback_of(t->type) >= 0;
-}
 
 /* Any unsigned or non-negative integer value of "<arch>.<suffix>", whatever width the file chose. */
 static int get_arch_uint(const summary *s, const char *suffix, uint64_t *out) {
@@ -87,14 +72,7 @@ static void summarize(summary *s, const nb_gguf *g, const char *path, int64_t n_
     nb_gguf_value v;
     if (!nb_gguf_kv_value(g, nb_gguf_find_key(g, "tokenizer.ggml.tokens"), &v) && v.type == NB_GGUF_ARRAY)
         s->vocab = v.v.arr.count;
-    for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) {
-        const nb_gguf_tensor *t = nb_gguf_tensor_at(g, i);
-        census *c = &s->by_type[t->type % MAX_TYPE];
-        c->count++, c->params += nelem(t), c->bytes += t->bytes;
-        s->total.count++, s->total.params += nelem(t), s->total.bytes += t->bytes;
-        if (nb_type_is_kquant(t->type)) s->kquants = 1;
-    }
-    for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) s->n_fallback += is_fallback(s, nb_gguf_tensor_at(g, i));
+    nb_gguf_census(g, &s->census);
     if (nb_model_bind(g, &s->model)) {
         snprintf(s->why, sizeof s->why, "%s", nb_last_error());
         return;
@@ -107,7 +85,6 @@ static void summarize(summary *s, const nb_gguf *g, const char *path, int64_t n_
     if (!s->mem_ok) snprintf(s->why, sizeof s->why, "%s", nb_last_error());
 }
 
-static double bpw(const census *c) { return c->params ? 8.0 * (double)c->bytes / (double)c->params : 0; }
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
 /* ----------------------------------------------------------------- text */
@@ -144,8 +121,16 @@ static void print_read(const nb_model_info *in) {
         printf("              softcap: attention %g, final %g\n", in->attn_softcap, in->final_softcap);
 }
 
+/* One row of the census table. */
+static void print_count(const nb_gguf *g, const char *label, const nb_census_count *c, const char *tail) {
+    printf("%-8s %8llu %14llu %12.2f %6.2f%% %8.4f  %s\n", label, (unsigned long long)c->tensors,
+           (unsigned long long)c->params, mib(c->bytes), 100.0 * (double)c->bytes / (double)nb_gguf_file_size(g),
+           c->bits_per_weight, tail);
+}
+
 static void print_human(const summary *s, int tensors) {
     const nb_gguf *g = s->g;
+    const nb_census *c = &s->census;
     printf("file:         %s\n", s->path);
     printf("              %.1f MiB, GGUF v%u, %lld tensors, %lld keys, alignment %u, data at %llu\n",
            mib(nb_gguf_file_size(g)), nb_gguf_version(g), (long long)nb_gguf_tensor_count(g),
@@ -167,49 +152,25 @@ static void print_human(const summary *s, int tensors) {
     if (s->model) print_read(nb_model_get_info(s->model));
     else printf("runs:         no: %s\n", arg_safe(0, s->why));
     printf("\n%-8s %8s %14s %12s %7s %8s  %s\n", "type", "tensors", "parameters", "MiB", "share", "bits/w", "kernel");
-    for (int t = 0; t < MAX_TYPE; t++) {
-        const census *c = &s->by_type[t];
-        if (!c->count) continue;
-        printf("%-8s %8llu %14llu %12.2f %6.2f%% %8.4f  %s\n", nb_type_name(t), (unsigned long long)c->count,
-               (unsigned long long)c->params, mib(c->bytes), 100.0 * (double)c->bytes / (double)nb_gguf_file_size(g),
-               bpw(c), kernel_path(t));
-    }
-    printf("%-8s %8llu %14llu %12.2f %6.2f%% %8.4f  (effective bits per weight of the file)\n", "total",
-           (unsigned long long)s->total.count, (unsigned long long)s->total.params, mib(s->total.bytes),
-           100.0 * (double)s->total.bytes / (double)nb_gguf_file_size(g), bpw(&s->total));
-    if (s->n_fallback) {
+    for (int i = 0; i < c->n_types; i++)
+        print_count(g, nb_type_name(c->types[i].type), &c->types[i], kernel_path(c->types[i].type));
+    print_count(g, "total", &c->total, "(effective bits per weight of the file)");
+    if (c->n_fallback) {
         printf("\nfallbacks: %llu weight tensors hold another type than the K-quant recipe wanted:\n",
-               (unsigned long long)s->n_fallback);
-        /* one line per (written type, row length), with its first tensor as the example */
-        struct group { int type; int64_t ne0; uint64_t n; const char *first; } grp[32];
-        int n_grp = 0, more = 0;
-        for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) {
-            const nb_gguf_tensor *t = nb_gguf_tensor_at(g, i);
-            if (!is_fallback(s, t)) continue;
-            int k = 0;
-            while (k < n_grp && (grp[k].type != t->type || grp[k].ne0 != t->ne[0])) k++;
-            if (k == n_grp) {
-                if (n_grp == (int)(sizeof grp / sizeof grp[0])) {
-                    more++;
-                    continue;
-                }
-                grp[n_grp++] = (struct group){t->type, t->ne[0], 0, t->name};
-            }
-            grp[k].n++;
-        }
-        for (int k = 0; k < n_grp; k++)
+               (unsigned long long)c->n_fallback);
+        for (int k = 0; k < c->n_groups; k++)
             printf("  %llu in %s instead of %s: row length %lld is not a multiple of 256 (e.g. %s)\n",
-                   (unsigned long long)grp[k].n, nb_type_name(grp[k].type), nb_type_name(nb_type_fallback_of(grp[k].type)),
-                   (long long)grp[k].ne0, arg_safe(0, grp[k].first));
-        if (more) printf("  %d more (see --tensors)\n", more);
+                   (unsigned long long)c->groups[k].tensors, nb_type_name(c->groups[k].type),
+                   nb_type_name(c->groups[k].wanted), (long long)c->groups[k].row_length, arg_safe(0, c->groups[k].first));
+        if (c->ungrouped) printf("  %llu more (see --tensors)\n", (unsigned long long)c->ungrouped);
     }
     if (s->mem_ok)
         printf("\nmemory at -c %llu: weights %.1f MiB (mapped) + KV cache %.1f MiB (f16) + activations %.1f MiB "
                "(-b 512, default threads)\n              = %.1f MiB; `nibble run -c %llu` reserves the last two\n",
-               (unsigned long long)s->n_ctx, mib(s->total.bytes), mib(s->kv_bytes), mib(s->ctx_bytes - s->kv_bytes),
-               mib(s->total.bytes + s->ctx_bytes), (unsigned long long)s->n_ctx);
+               (unsigned long long)s->n_ctx, mib(c->total.bytes), mib(s->kv_bytes), mib(s->ctx_bytes - s->kv_bytes),
+               mib(c->total.bytes + s->ctx_bytes), (unsigned long long)s->n_ctx);
     else
-        printf("\nmemory: weights %.1f MiB (mapped); the context unknown: %s\n", mib(s->total.bytes),
+        printf("\nmemory: weights %.1f MiB (mapped); the context unknown: %s\n", mib(c->total.bytes),
                s->model ? arg_safe(0, s->why) : "the model does not run");
     if (!tensors) return;
     printf("\n%-40s %-7s %-28s %12s %12s\n", "tensor", "type", "shape", "bytes", "offset");
@@ -219,9 +180,10 @@ static void print_human(const summary *s, int tensors) {
         int n = 0;
         for (int d = 0; d < t->n_dims; d++)
             n += snprintf(shape + n, sizeof shape - (size_t)n, d ? " x %lld" : "%lld", (long long)t->ne[d]);
+        const int wanted = nb_census_fallback_of(c, t);
         printf("%-40s %-7s %-28s %12llu %12llu%s%s%s\n", arg_safe(0, t->name), nb_type_name(t->type), shape,
-               (unsigned long long)t->bytes, (unsigned long long)t->offset, is_fallback(s, t) ? "  fallback from " : "",
-               is_fallback(s, t) ? nb_type_name(nb_type_fallback_of(t->type)) : "", t->supported ? "" : "  NOT SUPPORTED");
+               (unsigned long long)t->bytes, (unsigned long long)t->offset, wanted >= 0 ? "  fallback from " : "",
+               wanted >= 0 ? nb_type_name(wanted) : "", t->supported ? "" : "  NOT SUPPORTED");
     }
 }
 
@@ -238,6 +200,7 @@ static void json_value(FILE *f, const nb_gguf_value *v) {
 
 static void print_json(const summary *s) {
     const nb_gguf *g = s->g;
+    const nb_census *c = &s->census;
     printf("{\n  \"file\": ");
     arg_json_str(stdout, s->path, strlen(s->path));
     printf(",\n  \"file_bytes\": %llu, \"version\": %u, \"alignment\": %u, \"data_offset\": %llu,\n",
@@ -262,19 +225,17 @@ static void print_json(const summary *s) {
         json_value(stdout, &v);
     }
     printf("\n  },\n  \"census\": [");
-    int first = 1;
-    for (int t = 0; t < MAX_TYPE; t++) {
-        const census *c = &s->by_type[t];
-        if (!c->count) continue;
+    for (int i = 0; i < c->n_types; i++) {
+        const nb_census_count *n = &c->types[i];
         printf("%s\n    {\"type\": \"%s\", \"id\": %d, \"tensors\": %llu, \"parameters\": %llu, \"bytes\": %llu, "
                "\"share\": %.6f, \"bits_per_weight\": %.6f, \"kernel\": \"%s\"}",
-               first ? "" : ",", nb_type_name(t), t, (unsigned long long)c->count, (unsigned long long)c->params,
-               (unsigned long long)c->bytes, (double)c->bytes / (double)nb_gguf_file_size(g), bpw(c), kernel_path(t));
-        first = 0;
+               i ? "," : "", nb_type_name(n->type), n->type, (unsigned long long)n->tensors, (unsigned long long)n->params,
+               (unsigned long long)n->bytes, (double)n->bytes / (double)nb_gguf_file_size(g), n->bits_per_weight,
+               kernel_path(n->type));
     }
     printf("\n  ],\n  \"total\": {\"tensors\": %llu, \"parameters\": %llu, \"bytes\": %llu, \"bits_per_weight\": %.6f},\n",
-           (unsigned long long)s->total.count, (unsigned long long)s->total.params, (unsigned long long)s->total.bytes,
-           bpw(&s->total));
+           (unsigned long long)c->total.tensors, (unsigned long long)c->total.params, (unsigned long long)c->total.bytes,
+           c->total.bits_per_weight);
     printf("  \"runs\": ");
     if (s->model) {
         const nb_model_info *in = nb_model_get_info(s->model);
@@ -291,10 +252,10 @@ static void print_json(const summary *s) {
         printf("},\n");
     }
     printf("  \"memory\": {\"n_ctx\": %llu, \"weights_bytes\": %llu, ", (unsigned long long)s->n_ctx,
-           (unsigned long long)s->total.bytes);
+           (unsigned long long)c->total.bytes);
     if (s->mem_ok)
         printf("\"kv_cache_bytes\": %zu, \"context_bytes\": %zu, \"total_bytes\": %llu},\n", s->kv_bytes, s->ctx_bytes,
-               (unsigned long long)(s->total.bytes + s->ctx_bytes));
+               (unsigned long long)(c->total.bytes + s->ctx_bytes));
     else
         printf("\"kv_cache_bytes\": null, \"context_bytes\": null, \"total_bytes\": null},\n");
     printf("  \"tensors\": [");
@@ -306,7 +267,8 @@ static void print_json(const summary *s) {
         for (int d = 0; d < t->n_dims; d++) printf("%s%lld", d ? ", " : "", (long long)t->ne[d]);
         printf("], \"bytes\": %llu, \"offset\": %llu, \"supported\": %s, \"fallback_from\": ",
                (unsigned long long)t->bytes, (unsigned long long)t->offset, t->supported ? "true" : "false");
-        if (is_fallback(s, t)) printf("\"%s\"}", nb_type_name(nb_type_fallback_of(t->type)));
+        const int wanted = nb_census_fallback_of(c, t);
+        if (wanted >= 0) printf("\"%s\"}", nb_type_name(wanted));
         else printf("null}");
     }
     printf("\n  ]\n}\n");

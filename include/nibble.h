@@ -343,6 +343,47 @@ NB_API int64_t nb_gguf_unsupported_count(const nb_gguf *g); /* only non-zero wit
 NB_API const nb_gguf_tensor *nb_gguf_tensor_at(const nb_gguf *g, int64_t i);        /* NULL out of range */
 NB_API const nb_gguf_tensor *nb_gguf_find_tensor(const nb_gguf *g, const char *name); /* NULL absent */
 NB_API int64_t nb_gguf_tensor_rows(const nb_gguf_tensor *t);                      /* ne[1]*ne[2]*ne[3] */
+/* The name of a weight's per-tensor factor (NVFP4 two-level, nb_quantize_nvfp4_2level's
+ * *tensor_scale): `weight` with ".scale" in place of ".weight", as nb_quantize_model writes it and
+ * the model loader reads it. 0, recording no error, when `weight` does not end in ".weight" or
+ * the name does not fit in cap bytes. */
+NB_API int nb_gguf_scale_name(const char *weight, char *name, size_t cap);
+
+/* Census of a file's tensors, from the header alone (`nibble inspect`): tensors, parameters and
+ * bytes per type, and the tensors a llama.cpp K-quant recipe wrote in a fallback type. A file that
+ * holds any K-quant was made by such a recipe, so a weight (2+ dimensions) of a legacy type on a
+ * row that is not a multiple of 256 stands in for the K-quant nb_type_fallback_of() names. */
+#define NB_CENSUS_TYPES 64  /* more than the ids ggml assigned, the only ones the reader lists */
+#define NB_CENSUS_GROUPS 32
+
+typedef struct nb_census_count {
+    int type;                 /* GGUF type id; -1 in the total */
+    uint64_t tensors, params, bytes;
+    double bits_per_weight;   /* 8 * bytes / params, 0 without parameters */
+} nb_census_count;
+
+/* The fallback tensors of one written type and row length. */
+typedef struct nb_census_group {
+    int type, wanted;         /* the type written and the K-quant the recipe wanted */
+    int64_t row_length;
+    uint64_t tensors;
+    const char *first;        /* the first such tensor's name, valid while the nb_gguf is open */
+} nb_census_group;
+
+typedef struct nb_census {
+    int n_types;                          /* types[0 .. n_types): the types present, in id order */
+    nb_census_count types[NB_CENSUS_TYPES];
+    nb_census_count total;
+    int kquants;                          /* the file holds K-quant tensors */
+    uint64_t n_fallback;                  /* tensors in a fallback type, grouped or not */
+    int n_groups;                         /* groups[0 .. n_groups), in order of first tensor */
+    nb_census_group groups[NB_CENSUS_GROUPS];
+    uint64_t ungrouped;                   /* fallback tensors of groups past NB_CENSUS_GROUPS */
+} nb_census;
+
+NB_API nb_status nb_gguf_census(const nb_gguf *g, nb_census *out);
+/* The K-quant the recipe wanted for tensor t of the census's file when t holds a fallback, or -1. */
+NB_API int nb_census_fallback_of(const nb_census *c, const nb_gguf_tensor *t);
 
 /* Writer: GGUF v3. Keys keep the order they were first set in; setting a key again replaces its
  * value. Tensor data is NOT copied: it must stay valid until nb_gguf_writer_write() returns.
@@ -807,6 +848,23 @@ NB_API const float *nb_imatrix_find(const nb_imatrix *im, const char *tensor, in
  * x^2) and "<name>.counts" F32 {1, 1} (tokens seen), names sorted. */
 NB_API nb_status nb_imatrix_save(const nb_imatrix *im, const char *path, const char *dataset, uint32_t chunk_size);
 NB_API nb_status nb_imatrix_load(const char *path, nb_imatrix **out);
+/* llama-imatrix's collection (`nibble imatrix`): n_chunks chunks of n_ctx tokens from tokens[0 ..),
+ * each with its first token replaced by BOS when the vocabulary adds one, each evaluated on c from
+ * an empty cache while nb_imatrix_observe adds every matrix input to im, then nb_imatrix_end_chunk.
+ * The output matrix sees its input only where logits are computed: with process_output every
+ * position's are, NB_IMATRIX_OUTPUT_SLICE positions an evaluation, and dropped; without, a chunk is
+ * one evaluation and no logits. Uses and resets the context, and removes its observer afterwards.
+ * Refuses n_ctx outside 1 .. the context's, n_chunks < 1 and a text shorter than n_chunks chunks. */
+#define NB_IMATRIX_OUTPUT_SLICE 64 /* a logits row of a 262144-token vocabulary is 1 MiB */
+typedef void (*nb_imatrix_progress_fn)(void *user, int chunks_done, int n_chunks); /* after each chunk */
+typedef struct nb_imatrix_params {
+    int n_ctx, n_chunks;
+    int process_output;
+    nb_imatrix_progress_fn progress; /* or NULL */
+    void *user;
+} nb_imatrix_params;
+NB_API nb_status nb_imatrix_collect(nb_ctx *c, nb_imatrix *im, const int32_t *tokens, int64_t n_tokens,
+                                    const nb_imatrix_params *p);
 
 #ifdef __cplusplus
 }

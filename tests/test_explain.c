@@ -502,6 +502,41 @@ TEST(compare_formats_on_a_synthetic_tensor) {
           "q6_K on rows of 96: %s", part.formats[1].why);
 }
 
+/* The words of a trace end on the trace's own numbers: every lane's arithmetic on the value
+ * nb_lane_explain gives (the number as people read it), for every type with a scale. */
+TEST(block_words) {
+    static const int scaled[] = {NB_TYPE_Q4_0, NB_TYPE_Q5_0, NB_TYPE_Q8_0, NB_TYPE_Q4_K,
+                                 NB_TYPE_Q5_K, NB_TYPE_Q6_K, NB_TYPE_MXFP4, NB_TYPE_NVFP4};
+    uint8_t blk[512];
+    for (size_t ti = 0; ti < sizeof scaled / sizeof scaled[0]; ti++) {
+        const nb_type_info *in = nb_type_get(scaled[ti]);
+        float ts;
+        nb_block_trace bt;
+        CHECK(nb_fixture_block(scaled[ti], blk, sizeof blk, &ts) == NB_OK && nb_block_explain(scaled[ti], blk, &bt) == NB_OK,
+              "%s: %s", in->name, nb_last_error());
+        for (int l = 0; l < in->block_elems; l++) {
+            nb_lane_trace t;
+            char code[320], owner[320], arith[320], want[64] = "= ";
+            nb_lane_explain(&bt, blk, l, &t);
+            nb_lane_story(&bt, &t, 1.0f, code, owner, arith, sizeof code);
+            nb_fmt_float(t.value, 1, want + 2, sizeof want - 2);
+            const size_t n = strlen(arith), w = strlen(want);
+            CHECK(n > w && !strcmp(arith + n - w, want) && *code && *owner, "%s lane %d: '%s' does not end in '%s'",
+                  in->name, l, arith, want);
+        }
+    }
+    char rule[320];
+    nb_block_trace bt;
+    nb_fixture_block(NB_TYPE_Q4_0, blk, sizeof blk, &(float){0});
+    nb_block_explain(NB_TYPE_Q4_0, blk, &bt);
+    nb_byte_rule(&bt, 3, rule, sizeof rule);
+    CHECK(!strcmp(rule, "j = 3: low nibble -> lane j = 3, high nibble -> lane j + 16 = 19 (not 2j, 2j+1)"), "rule: %s", rule);
+    const uint8_t B[12] = {[9] = 0x2F}; /* sub-block 5: its low 4 bits from B[9], its high 2 from B[1] */
+    nb_k_scale_story(B, 5, rule, sizeof rule);
+    CHECK(strstr(rule, "s[5] = (B[9] & 15) | ((B[1] >> 6) << 4) = (47 & 15) | ((0 >> 6) << 4) = 15 | 0 = 15"), "unpack: %s",
+          rule);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     test_nibble_bin(argv[0], nibble_bin, sizeof nibble_bin);
@@ -509,6 +544,7 @@ int main(int argc, char **argv) {
     RUN(article_codes);
     RUN(code_parsing);
     RUN(lanes_equal_dequantize);
+    RUN(block_words);
     RUN(article_fixtures);
     RUN(article_dot_products);
     RUN(e2m1_nearest_matches_encoder);

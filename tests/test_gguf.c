@@ -656,6 +656,71 @@ TEST(inspect_cli) {
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK(strstr(out, want[i]), "model output lacks '%s'", want[i]);
 }
 
+/* nb_gguf_census on a file a K-quant recipe could have written: one q4_K tensor, then q5_0 weights
+ * on 34 row lengths that are not multiples of 256 (the first twice), a q8_0 one and a 1-D q5_0
+ * tensor, which is no weight: 36 fallbacks, 32 groups, the last 3 tensors ungrouped. */
+TEST(census) {
+    static const uint8_t zero[4096];
+    nb_gguf_writer *w;
+    nb_status s = nb_gguf_writer_create(&w);
+    char name[64];
+    int64_t ne[2] = {256, 1};
+    s |= nb_gguf_writer_add_tensor(w, "blk.0.attn_q.weight", NB_TYPE_Q4_K, 2, ne, zero);
+    for (int k = -1; k < 34; k++) {
+        ne[0] = 32 * (2 * (k < 0 ? 0 : k) + 1);
+        snprintf(name, sizeof name, "blk.%d.ffn_up.weight", k + 1);
+        s |= nb_gguf_writer_add_tensor(w, name, NB_TYPE_Q5_0, 2, ne, zero);
+    }
+    ne[0] = 288;
+    s |= nb_gguf_writer_add_tensor(w, "output.weight", NB_TYPE_Q8_0, 2, ne, zero);
+    ne[0] = 32;
+    s |= nb_gguf_writer_add_tensor(w, "blk.0.bias", NB_TYPE_Q5_0, 1, ne, zero);
+    if (!s) s = nb_gguf_writer_write(w, tmp_path("census.gguf"));
+    nb_gguf_writer_free(w);
+    CHECK(!s, "write: %s", nb_last_error());
+    nb_gguf *g;
+    if (s || nb_gguf_open(tmp_path("census.gguf"), &g)) return;
+    static nb_census c;
+    CHECK(nb_gguf_census(g, &c) == NB_OK && c.kquants, "census: %s", nb_last_error());
+    CHECK(c.n_types == 3 && c.types[0].type == NB_TYPE_Q5_0 && c.types[0].tensors == 36 &&
+              c.types[1].type == NB_TYPE_Q8_0 && c.types[2].type == NB_TYPE_Q4_K && c.types[2].params == 256 &&
+              c.types[2].bytes == 144 && c.types[2].bits_per_weight == 4.5,
+          "%d types", c.n_types);
+    CHECK(c.total.type == -1 && c.total.tensors == 38 &&
+              c.total.bytes == c.types[0].bytes + c.types[1].bytes + c.types[2].bytes,
+          "total %llu", (unsigned long long)c.total.tensors);
+    CHECK(c.n_fallback == 36 && c.n_groups == NB_CENSUS_GROUPS && c.ungrouped == 3, "%llu fallbacks, %d groups, %llu more",
+          (unsigned long long)c.n_fallback, c.n_groups, (unsigned long long)c.ungrouped);
+    CHECK(c.groups[0].type == NB_TYPE_Q5_0 && c.groups[0].wanted == NB_TYPE_Q4_K && c.groups[0].row_length == 32 &&
+              c.groups[0].tensors == 2 && !strcmp(c.groups[0].first, "blk.0.ffn_up.weight"),
+          "first group: %s", c.groups[0].first);
+    CHECK(nb_census_fallback_of(&c, nb_gguf_find_tensor(g, "output.weight")) == NB_TYPE_Q6_K &&
+              nb_census_fallback_of(&c, nb_gguf_find_tensor(g, "blk.0.bias")) == -1 &&
+              nb_census_fallback_of(&c, nb_gguf_find_tensor(g, "blk.0.attn_q.weight")) == -1,
+          "fallback_of");
+    nb_gguf_close(g);
+    CHECK(nb_gguf_census(NULL, &c) == NB_ERR_INVALID_ARG, "NULL file");
+    char sname[16];
+    CHECK(nb_gguf_scale_name("blk.0.w.weight", sname, sizeof sname) && !strcmp(sname, "blk.0.w.scale") &&
+              nb_gguf_scale_name(".weight", sname, sizeof sname) && !strcmp(sname, ".scale") &&
+              !nb_gguf_scale_name("blk.0.w.bias", sname, sizeof sname) && !nb_gguf_scale_name("weight", sname, sizeof sname) &&
+              !nb_gguf_scale_name("blk.0.ffn.weight", sname, 15) && nb_gguf_scale_name("blk.0.ffn.weight", sname, 16),
+          "scale names: %s", sname);
+    if (access(nibble_bin, X_OK)) SKIP("%s not built", nibble_bin);
+    static char out[1 << 16];
+    CHECK(inspect(tmp_path("census.gguf"), out, sizeof out) == 0 &&
+              strstr(out, "  2 in q5_0 instead of q4_K: row length 32 is not a multiple of 256 (e.g. blk.0.ffn_up.weight)") &&
+              strstr(out, "  3 more (see --tensors)"),
+          "inspect: %s", out);
+    const char *model = model_path();
+    if (!model || nb_gguf_open(model, &g)) return;
+    CHECK(nb_gguf_census(g, &c) == NB_OK && c.n_types == 5 && c.total.tensors == 236 && c.n_fallback == 91 &&
+              c.n_groups == 2 && c.groups[0].tensors == 10 && !strcmp(c.groups[0].first, "token_embd.weight") &&
+              c.groups[1].type == NB_TYPE_Q5_0 && c.groups[1].tensors == 81 && !c.ungrouped,
+          "model: %d types, %llu fallbacks", c.n_types, (unsigned long long)c.n_fallback);
+    nb_gguf_close(g);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     test_nibble_bin(argv[0], nibble_bin, sizeof nibble_bin);
@@ -676,6 +741,7 @@ int main(int argc, char **argv) {
     RUN(resident_pages);
     RUN(gemma3_270m);
     RUN(inspect_cli);
+    RUN(census);
     for (int i = 0; i < N_WT; i++) free(tensor_data[i]);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

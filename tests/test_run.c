@@ -260,6 +260,40 @@ TEST(imatrix_process_output) {
     remove(text), remove(with), remove(without), rmdir(dir);
 }
 
+/* nb_imatrix_collect on its own: the chunks it is asked for, progress after each, the context's
+ * observer removed afterwards (checked under make asan), and refusals of chunks the text or the
+ * context cannot hold. */
+static void count_chunk(void *user, int done, int n) { *(int *)user = done == n ? done : -1; }
+
+TEST(imatrix_collect) {
+    if (!have_model()) SKIP("model %s absent", MODEL);
+    nb_model *m = NULL;
+    nb_ctx *c = NULL;
+    nb_imatrix *im = NULL;
+    nb_ctx_params cp = nb_ctx_default_params();
+    cp.n_ctx = 32;
+    CHECK(nb_model_load(MODEL, &m) == NB_OK && nb_ctx_create(m, &cp, &c) == NB_OK && nb_imatrix_create(&im) == NB_OK,
+          "%s", nb_last_error());
+    if (!im) return;
+    int32_t ids[70];
+    for (int i = 0; i < 70; i++) ids[i] = 1000 + 7 * i;
+    int last = 0;
+    nb_imatrix_params p = {32, 2, 0, count_chunk, &last};
+    CHECK(nb_imatrix_collect(c, im, ids, 70, &p) == NB_OK && last == 2 && nb_imatrix_count(im) > 0 &&
+              !nb_imatrix_find(im, "token_embd.weight", NULL),
+          "collect: %s, last progress %d, %lld matrices", nb_last_error(), last, (long long)nb_imatrix_count(im));
+    nb_imatrix_free(im); /* an observer left on the context would now write freed memory (make asan) */
+    nb_ctx_reset(c);
+    CHECK(nb_ctx_eval(c, ids, 1, NULL, 0) == NB_OK && nb_imatrix_create(&im) == NB_OK, "%s", nb_last_error());
+    p.n_chunks = 3;
+    CHECK(nb_imatrix_collect(c, im, ids, 70, &p) == NB_ERR_INVALID_ARG, "3 chunks of 32 from 70 tokens");
+    p.n_chunks = 1, p.n_ctx = 33;
+    CHECK(nb_imatrix_collect(c, im, ids, 70, &p) == NB_ERR_INVALID_ARG, "a chunk longer than the context");
+    nb_imatrix_free(im);
+    nb_ctx_free(c);
+    nb_model_free(m);
+}
+
 TEST(unknown_architecture_refused_by_name) {
     nb_gguf_writer *w;
     CHECK(nb_gguf_writer_create(&w) == NB_OK, "writer");
@@ -286,6 +320,7 @@ int main(int argc, char **argv) {
     RUN(bench_roofline_row);
     RUN(api_eval_limits_and_logits);
     RUN(imatrix_process_output);
+    RUN(imatrix_collect);
     RUN(unknown_architecture_refused_by_name);
     return test_summary();
 }

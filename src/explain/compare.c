@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "base/rng.h"
 #include "explain/explain.h"
+#include "formats/fp4.h"
 
 #define CHUNK 256
 
@@ -135,12 +136,9 @@ nb_status nb_compare_formats(const nb_gguf_tensor *t, const nb_compare_params *p
         if ((s = nb_dequantize(t->type, (const uint8_t *)t->data + (size_t)r0 * in_row, rowsbuf, nr * n_in))) goto out;
         for (int64_t i = 0; i < nr * n_in; i++) amax = fmaxf(amax, fabsf(rowsbuf[i]));
     }
-    if (two->applicable) {
-        /* the factor depends on amax alone: any block quantized with it gives it */
-        const float zero[64] = {0};
-        uint8_t blk[36];
-        if ((s = nb_quantize_nvfp4_2level_amax(zero, blk, 64, amax, &two->tensor_scale))) goto out;
-    }
+    float S;
+    if (two->applicable && !(s = nb_nvfp4_2level_scale(amax, &S))) two->tensor_scale = 1.0f / S;
+    if (s) goto out;
     double rms_w = 0;
     for (int64_t r0 = 0; r0 < rows; r0 += CHUNK) {
         int64_t nr = rows - r0 < CHUNK ? rows - r0 : CHUNK;

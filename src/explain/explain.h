@@ -1,9 +1,11 @@
 /*
- * explain.h: the arithmetic behind `nibble explain`, as values a program can check. Nothing here
- * prints; cli/explain*.c renders these traces as text and JSON, pictures.c draws them as SVG. The three questions the seed
- * articles ask of every 4-bit code are the three parts of a trace: what does the code mean (its
- * fields and decoding rule), who owns its scale (the sub-block and the scale's bytes), and where
- * does the result go (the lane, i.e. the element's position in the block).
+ * explain.h: the arithmetic behind `nibble explain`, as values a program can check, and the words
+ * that tell it (a code's rule and arithmetic, a block's lane rule and lane story). Nothing here
+ * prints; cli/explain*.c lays these traces out as text and JSON, pictures.c draws them as SVG. The
+ * three questions the seed articles ask of every 4-bit code are the three parts of a trace: what
+ * does the code mean (its fields and decoding rule), who owns its scale (the sub-block and the
+ * scale's bytes), and where does the result go (the lane, i.e. the element's position in the
+ * block).
  *
  *  - Number codes: nb_code_explain() splits a raw code into sign / exponent / mantissa fields and
  *    names the rule that decodes it (normal, subnormal, zero, NaN, two's complement...). `value`
@@ -136,6 +138,16 @@ nb_status nb_block_explain(int type, const void *block, nb_block_trace *out);
 nb_status nb_lane_explain(const nb_block_trace *bt, const void *block, int lane, nb_lane_trace *out);
 /* Elements fed by payload byte p (0 .. payload_bytes-1): writes 1 or 2 lanes, low nibble first. */
 nb_status nb_byte_lanes(const nb_block_trace *bt, int p, int lanes[2], int *n);
+
+/* The trace in words, numbers filled in (blocks_story.c), each into s / code, owner, arith of cap
+ * bytes (320 hold every type's): how payload byte p reaches its lanes; a lane's code bits (and the
+ * high bits kept elsewhere), who owns its scale, and the arithmetic of its value (times an NVFP4
+ * tensor scale other than 1); and q4_K/q5_K sub-block j's 6-bit scale and min unpacked from the
+ * block's 12 scale bytes B. */
+void nb_byte_rule(const nb_block_trace *bt, int p, char *s, size_t cap);
+void nb_lane_story(const nb_block_trace *bt, const nb_lane_trace *t, float tensor_scale, char *code, char *owner,
+                   char *arith, size_t cap);
+void nb_k_scale_story(const uint8_t *B, int j, char *s, size_t cap);
 
 /* The article fixture of a type (see explain.c for each one's numbers) into out (cap bytes).
  * *tensor_scale is the NVFP4 per-tensor factor of the fixture (1 for other types). */

@@ -18,7 +18,8 @@
  * Options (not the reference rules; any MXFP4/NVFP4 decoder reads their output):
  *  - nb_quantize_mxfp4_roundup: the scale is rounded up so that the block maximum never clips.
  *  - nb_quantize_nvfp4_2level: NVIDIA's two-level recipe with a per-tensor factor (_amax: the
- *    tensor's maximum given, for a tensor quantized row by row).
+ *    tensor's maximum given, for a tensor quantized row by row; its scale and block encoder are
+ *    fp4.h's, which the converter and explain's compare call as they go).
  */
 #include <float.h>
 #include <math.h>
@@ -163,16 +164,22 @@ nb_status nb_quantize_nvfp4_2level_amax(const float *x, void *dst, int64_t n, fl
     nb_status s = nb_quantize_check("quantize (two-level)", NB_TYPE_NVFP4, x, dst, n, NULL);
     if (s) return s;
     if (!tensor_scale) return nb_fail(NB_ERR_INVALID_ARG, "quantize (two-level) nvfp4: tensor_scale is NULL");
-    if (!(amax >= 0.0f) || !isfinite(amax))
-        return nb_fail(NB_ERR_INVALID_ARG, "quantize (two-level) nvfp4: tensor maximum %g is not a finite |x|", amax);
+    float S;
+    if ((s = nb_nvfp4_2level_scale(amax, &S))) return s;
     for (int64_t i = 0; i < n; i++)
         if (fabsf(x[i]) > amax)
             return nb_fail(NB_ERR_INVALID_ARG, "quantize (two-level) nvfp4: |x[%lld]| = %g exceeds the tensor maximum %g",
                            (long long)i, fabsf(x[i]), amax);
-    float S = amax > 0.0f ? 448.0f * 6.0f / amax : 1.0f;
-    if (S > FLT_MAX) S = FLT_MAX;
     nb_nvfp4_2level_encode(x, dst, n, S);
     *tensor_scale = 1.0f / S;
+    return NB_OK;
+}
+
+nb_status nb_nvfp4_2level_scale(float amax, float *S) {
+    *S = amax > 0.0f ? 448.0f * 6.0f / amax : 1.0f;
+    if (*S > FLT_MAX) *S = FLT_MAX;
+    if (!(amax >= 0.0f) || !isfinite(amax))
+        return nb_fail(NB_ERR_INVALID_ARG, "quantize (two-level) nvfp4: tensor maximum %g is not a finite |x|", amax);
     return NB_OK;
 }
 

@@ -65,6 +65,7 @@ static const nb_type_traits table[] = {
     NAMED(41, "q1_0", 0, 0), /* no geometry listed: read as an unknown id */
 };
 #define N_ROWS (int)(sizeof table / sizeof table[0])
+_Static_assert(N_ROWS <= NB_CENSUS_TYPES, "nb_gguf_census counts by id below NB_CENSUS_TYPES");
 
 /* llama.cpp's general.file_type values (llama.h, enum llama_ftype); the gaps were retired. */
 static const char *const ftype_names[] = {

@@ -251,6 +251,14 @@ const nb_gguf_tensor *nb_gguf_tensor_at(const nb_gguf *g, int64_t i) {
     return g && i >= 0 && i < g->n_tensors ? &g->tensor[i].pub : NULL;
 }
 
+int nb_gguf_scale_name(const char *weight, char *name, size_t cap) {
+    const size_t n = strlen(weight);
+    if (n < 7 || strcmp(weight + n - 7, ".weight") || n - 7 + sizeof ".scale" > cap) return 0;
+    memcpy(name, weight, n - 7);
+    memcpy(name + n - 7, ".scale", sizeof ".scale");
+    return 1;
+}
+
 const nb_gguf_tensor *nb_gguf_find_tensor(const nb_gguf *g, const char *name) {
     if (!g || !name) return NULL;
     return nb_gguf_tensor_at(g, nb_gguf_index_find(&g->tensor_index, name, nb_gguf_tensor_name_of, g));

@@ -165,10 +165,8 @@ static nb_status load_shared(nb_model *m) {
  * like the weight with ".scale" in place of ".weight"; the matmul output is multiplied by it. */
 static nb_status bind_scale(const nb_model *m, const char *name, nb_weight *w) {
     w->scale = 1.0f;
-    size_t n = strlen(name);
-    if (n < 7 || strcmp(name + n - 7, ".weight")) return NB_OK;
     char sname[96];
-    snprintf(sname, sizeof sname, "%.*s.scale", (int)(n - 7), name);
+    if (!nb_gguf_scale_name(name, sname, sizeof sname)) return NB_OK;
     const nb_gguf_tensor *t = nb_gguf_find_tensor(m->gguf, sname);
     if (!t) return NB_OK;
     if (t->type != NB_TYPE_F32 || t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3] != 1)

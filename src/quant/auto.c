@@ -50,18 +50,12 @@ typedef struct choice {
 static nb_status measure(const nb_gguf_tensor *t, int type, const nb_quant_params *p, const float *imp, float *x,
                          float *y, void *q, double *rel) {
     const int64_t n = t->ne[0], rows = nb_gguf_tensor_rows(t);
-    const size_t src_row = nb_quant_src_row_bytes(t);
     const int64_t step = rows > SAMPLE_ROWS ? rows / SAMPLE_ROWS : 1;
     double err = 0, sig = 0;
     for (int64_t r = 0; r < rows; r += step) {
-        nb_status s = nb_dequantize(t->type, (const uint8_t *)t->data + (size_t)r * src_row, x, n);
-        if (s) return s;
-        for (int64_t i = 0; i < n; i++) {
-            if (!isfinite(x[i]))
-                return nb_fail(NB_ERR_NONFINITE, "tensor '%s': row %lld holds NaN or Inf", t->name,
-                               (long long)r);
-            sig += (imp ? imp[i] : 1.0) * x[i] * x[i];
-        }
+        if (!nb_quant_read_row(t, r, x))
+            return nb_fail(NB_ERR_NONFINITE, "tensor '%s': row %lld holds NaN or Inf", t->name, (long long)r);
+        for (int64_t i = 0; i < n; i++) sig += (imp ? imp[i] : 1.0) * x[i] * x[i];
         nb_quant_row(type, p->mode, x, p->mode == NB_QMODE_BEST ? imp : NULL, q, n, 0);
         err += nb_quant_row_error(type, q, x, imp, 1.0f, y, n);
     }

@@ -24,6 +24,7 @@
 
 #include "base/checked.h"
 #include "base/error.h"
+#include "formats/fp4.h"
 #include "formats/types.h"
 #include "quant/quant.h"
 
@@ -144,22 +145,15 @@ static void mark_bad(job *j, int64_t row, int kind) {
     atomic_store(&j->bad_kind, kind);
 }
 
-static int row_finite(const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(x[i])) return 0;
-    return 1;
-}
-
 static void amax_rows(void *ctx, int64_t b, int64_t e) {
     job *j = ctx;
     const int64_t n = j->t->ne[0];
     float *x = malloc((size_t)n * sizeof *x);
     if (!x) return mark_bad(j, j->row0 + b, 2);
     for (int64_t r = j->row0 + b; r < j->row0 + e; r++) {
-        nb_dequantize(j->t->type, (const uint8_t *)j->t->data + (size_t)r * j->src_row, x, n);
+        if (!nb_quant_read_row(j->t, r, x)) mark_bad(j, r, 1);
         float m = 0;
         for (int64_t i = 0; i < n; i++) m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
-        if (!row_finite(x, n)) mark_bad(j, r, 1);
         j->amax[r] = m;
     }
     free(x);
@@ -171,8 +165,7 @@ static void convert_rows(void *ctx, int64_t b, int64_t e) {
     float *x = malloc((size_t)n * 2 * sizeof *x);
     if (!x) return mark_bad(j, j->row0 + b, 2);
     for (int64_t r = j->row0 + b; r < j->row0 + e; r++) {
-        nb_dequantize(j->t->type, (const uint8_t *)j->t->data + (size_t)r * j->src_row, x, n);
-        if (!row_finite(x, n)) {
+        if (!nb_quant_read_row(j->t, r, x)) {
             mark_bad(j, r, 1);
             break;
         }
@@ -235,10 +228,7 @@ static nb_status convert_tensor(nb_pool *pool, const nb_quant_params *p, const n
         if (!s) s = run_rows(pool, &j, amax_rows, rows, done, total, p, 0);
         float amax = 0;
         for (int64_t r = 0; !s && r < rows; r++) amax = j.amax[r] > amax ? j.amax[r] : amax;
-        /* nb_quantize_nvfp4_2level's rule */
-        j.S = amax > 0 ? 448.0f * 6.0f / amax : 1.0f;
-        if (!isfinite(j.S)) j.S = 3.4028235e38f;
-        *scale_out = 1.0f / j.S;
+        if (!s && !(s = nb_nvfp4_2level_scale(amax, &j.S))) *scale_out = 1.0f / j.S;
     }
     if (!s) s = run_rows(pool, &j, convert_rows, rows, done, total, p, 1);
     if (!s && j.sse) {
@@ -313,10 +303,8 @@ static nb_status layout(const nb_qplan *plan, int64_t n, uint64_t *off, uint64_t
 
 static nb_status add_scale_tensor(nb_gguf_writer *w, const char *name, const float *scale) {
     char sname[NB_GGUF_MAX_NAME + 8];
-    size_t n = strlen(name);
-    if (n < 7 || strcmp(name + n - 7, ".weight"))
+    if (!nb_gguf_scale_name(name, sname, sizeof sname))
         return nb_fail(NB_ERR_INVALID_ARG, "two-level tensor '%s' does not end in .weight", name);
-    snprintf(sname, sizeof sname, "%.*s.scale", (int)(n - 7), name);
     const int64_t ne[1] = {1};
     return nb_gguf_writer_add_tensor(w, sname, NB_TYPE_F32, 1, ne, scale);
 }

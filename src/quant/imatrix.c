@@ -7,6 +7,7 @@
  * x_i^2, so sum_i imp_i * e_i^2 is the expected squared error a weight row's errors e add to its
  * output. File: llama.cpp's GGUF imatrix layout (nibble.h), so either tool reads the other's files;
  * a matrix stored for several experts (ne[1] > 1) is skipped on load, as nibble runs no experts.
+ * nb_imatrix_collect is llama-imatrix's loop over a text's chunks that feeds the observer.
  */
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "model/context.h"
 #include "nibble.h"
 
 typedef struct entry {
@@ -234,4 +236,38 @@ nb_status nb_imatrix_load(const char *path, nb_imatrix **out) {
     refresh_means(im);
     *out = im;
     return NB_OK;
+}
+
+nb_status nb_imatrix_collect(nb_ctx *c, nb_imatrix *im, const int32_t *tokens, int64_t n_tokens,
+                             const nb_imatrix_params *p) {
+    if (!c || !im || !tokens || !p) return nb_fail(NB_ERR_INVALID_ARG, "imatrix collect: NULL argument");
+    if (p->n_ctx < 1 || p->n_ctx > nb_ctx_n_ctx(c) || p->n_chunks < 1 || n_tokens / p->n_ctx < p->n_chunks)
+        return nb_fail(NB_ERR_INVALID_ARG, "imatrix collect: %d chunk%s of %d tokens (the context holds %d) from %lld",
+                       p->n_chunks, nb_plural(p->n_chunks), p->n_ctx, nb_ctx_n_ctx(c), (long long)n_tokens);
+    const nb_tokenizer *tok = nb_model_tokenizer(nb_ctx_model(c));
+    const int32_t bos = nb_tokenizer_add_bos(tok) ? nb_tokenizer_bos(tok) : -1;
+    const int slice = p->process_output ? NB_IMATRIX_OUTPUT_SLICE : p->n_ctx;
+    int32_t *chunk = malloc((size_t)p->n_ctx * sizeof *chunk);
+    float *logits = NULL;
+    if (!chunk || (p->process_output &&
+                   !(logits = malloc((size_t)slice * (size_t)nb_model_get_info(nb_ctx_model(c))->n_vocab * sizeof *logits)))) {
+        free(chunk);
+        return nb_fail(NB_ERR_NOMEM, "imatrix collect: a chunk's ids and %d logits rows", slice);
+    }
+    nb_status s = NB_OK;
+    nb_ctx_set_observer(c, nb_imatrix_observe, im);
+    for (int k = 0; k < p->n_chunks; k++) {
+        memcpy(chunk, tokens + (size_t)k * (size_t)p->n_ctx, (size_t)p->n_ctx * sizeof *chunk);
+        if (bos >= 0) chunk[0] = bos;
+        nb_ctx_reset(c);
+        for (int at = 0; at < p->n_ctx && !s; at += slice)
+            s = nb_ctx_eval(c, chunk + at, p->n_ctx - at < slice ? p->n_ctx - at : slice, logits, logits != NULL);
+        if (s) break;
+        nb_imatrix_end_chunk(im);
+        if (p->progress) p->progress(p->user, k + 1, p->n_chunks);
+    }
+    nb_ctx_set_observer(c, NULL, NULL);
+    free(logits);
+    free(chunk);
+    return s;
 }

@@ -62,4 +62,9 @@ double nb_quant_row_error(int type, const void *q, const float *x, const float *
  * converter so both can use it; rows: nb_gguf_tensor_rows). */
 size_t nb_quant_src_row_bytes(const nb_gguf_tensor *t);
 
+/* Decodes row r of t into x (ne[0] floats); 0 when it holds NaN or Inf. The caller names the tensor
+ * and the row: on the pool's threads a message would not reach it. t is a tensor of an opened
+ * file, whose type the reader found runnable and whose rows it sized, so every row decodes. */
+int nb_quant_read_row(const nb_gguf_tensor *t, int64_t r, float *x);
+
 #endif
