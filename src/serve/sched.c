@@ -176,8 +176,10 @@ static size_t common_prefix(const int32_t *a, int na, const int32_t *b, int nb) 
     return (size_t)k;
 }
 
-/* Gives a queued job a slot: the free slot holding the longest start of its prompt, else the one
- * free the longest. 0, or -1 when every slot is busy. */
+/* Gives a queued job a slot: the free slot holding the longest start of its prompt, or when no
+ * slot holds more of it than its first token (BOS, which every prompt shares), the one free the
+ * longest, so that a cache another prompt may reuse is not spent on nothing. 0, or -1 when every
+ * slot is busy. */
 static int start_job(sv_sched *s, sv_job *j) {
     slot *best = NULL;
     size_t best_k = 0;
@@ -188,6 +190,11 @@ static int start_job(sv_sched *s, sv_job *j) {
         if (!best || k > best_k || (k == best_k && sl->used < best->used)) best = sl, best_k = k;
     }
     if (!best) return -1;
+    for (int i = 0; best_k <= 1 && i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->job && sl->used < best->used) best = sl;
+    }
+    if (best_k <= 1) best_k = common_prefix(best->cache, nb_ctx_pos(best->ctx), j->prompt, j->n_prompt);
     if ((int)best_k >= j->n_prompt) best_k = (size_t)j->n_prompt - 1;
     nb_ctx_truncate(best->ctx, (int)best_k);
     nb_gen_params gp = nb_gen_default_params();
