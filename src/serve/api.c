@@ -204,28 +204,25 @@ static int chat_prompt(parse *p, const sv_model *m, const cJSON *root, sv_job *j
         if (!ok) break;
         if (!c || cJSON_IsNull(c)) {
             cm[k].content = "";
-        } else if (cJSON_IsArray(c)) { /* [{"type": "text", "text": ...}, ...] */
-            size_t len = 0;
-            for (const cJSON *part = c->child; part; part = part->next) {
+        } else if (cJSON_IsArray(c)) { /* [{"type": "text", "text": ...}, ...], joined */
+            size_t at = 0;
+            for (const cJSON *part = c->child; ok && part; part = part->next) {
                 const cJSON *t = cJSON_GetObjectItemCaseSensitive(part, "text");
                 if (!cJSON_IsObject(part) || !cJSON_IsString(t)) {
-                    ok = bad(p, field, "parts must be objects of type text");
+                    ok = bad(p, field, "parts must be objects with a string 'text'");
                     break;
                 }
-                len += strlen(t->valuestring);
-            }
-            if (ok && !(parts[k] = malloc(len + 1))) ok = bad(p, field, "is too long (out of memory)");
-            if (ok) {
-                size_t at = 0;
-                for (const cJSON *part = c->child; part; part = part->next) {
-                    const char *t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
-                    memcpy(parts[k] + at, t, strlen(t));
-                    at += strlen(t);
+                const size_t n_t = strlen(t->valuestring);
+                char *grown = realloc(parts[k], at + n_t + 1);
+                if (!grown) {
+                    ok = bad(p, field, "is too long (out of memory)");
+                    break;
                 }
-                parts[k][at] = '\0';
-                if (!utf8_valid(parts[k], at)) ok = bad(p, field, "is not valid UTF-8");
-                cm[k].content = parts[k];
+                memcpy(grown + at, t->valuestring, n_t + 1);
+                parts[k] = grown, at += n_t;
             }
+            if (ok && !utf8_valid(parts[k] ? parts[k] : "", at)) ok = bad(p, field, "is not valid UTF-8");
+            cm[k].content = parts[k] ? parts[k] : "";
         } else if (!(cm[k].content = get_text(p, c, field))) {
             ok = 0;
         }
@@ -325,8 +322,9 @@ int sv_parse_job(const sv_model *m, sv_kind kind, const char *body, size_t len, 
     get_float(&p, root, "presence_penalty", -2, 2, &j->presence);
     get_float(&p, root, "frequency_penalty", -2, 2, &j->frequency);
     get_int(&p, root, "seed", -9.2e18, 9.2e18, &seed);
-    get_int(&p, root, "n", 1, 1, &n);
+    if (get_int(&p, root, "n", 0, 1e9, &n) && n != 1) bad(&p, "n", "is %lld; only n = 1 is supported", (long long)n);
     get_bool(&p, root, "stream", &j->stream);
+    get_bool(&p, root, "ignore_eos", &j->ignore_eos);
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
     if (!p.failed && so && !cJSON_IsNull(so)) {
         if (!cJSON_IsObject(so)) bad(&p, "stream_options", "must be an object");
@@ -381,12 +379,18 @@ static cJSON *usage(const sv_job *j) {
     return u;
 }
 
+/* A token's piece in buf (SV_PIECE bytes): its length; a control token, or a piece longer than
+ * the buffer (none of the vocabularies nibble runs has one), gives "". */
+#define SV_PIECE 256
+static size_t piece_of(const sv_model *m, int32_t id, char *buf) {
+    size_t n = 0;
+    return nb_token_to_piece(m->tok, id, buf, SV_PIECE, &n, 0) ? 0 : n;
+}
+
 /* A token's text, its bytes and its log-probability, as chat's logprobs.content entries. */
 static cJSON *token_entry(const sv_model *m, int32_t id, float lp) {
-    char piece[256];
-    size_t n = 0;
-    if (nb_token_to_piece(m->tok, id, piece, sizeof piece, &n, 0)) n = 0;
-    if (n > sizeof piece) n = 0;
+    char piece[SV_PIECE];
+    const size_t n = piece_of(m, id, piece);
     cJSON *e = cJSON_CreateObject(), *bytes = cJSON_CreateArray();
     add_text(e, "token", piece, n);
     cJSON_AddNumberToObject(e, "logprob", lp);
@@ -409,7 +413,13 @@ static cJSON *logprobs_json(const sv_model *m, const sv_job *j, int lp0, int lp1
         return o;
     }
     cJSON *toks = cJSON_AddArrayToObject(o, "tokens"), *lps = cJSON_AddArrayToObject(o, "token_logprobs"),
-          *tops = cJSON_AddArrayToObject(o, "top_logprobs");
+          *tops = cJSON_AddArrayToObject(o, "top_logprobs"), *offs = cJSON_AddArrayToObject(o, "text_offset");
+    size_t off = 0; /* each token's byte offset in the reply: the pieces before it */
+    for (int i = 0; i < lp1; i++) {
+        char piece[SV_PIECE];
+        if (i >= lp0) cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+        off += piece_of(m, j->lp[i].id, piece);
+    }
     for (int i = lp0; i < lp1; i++) {
         const sv_logprob *l = &j->lp[i];
         cJSON *e = token_entry(m, l->id, l->logprob), *top = cJSON_CreateObject();

@@ -31,7 +31,14 @@ struct nb_server {
     char name[256];
     char *api_key;
     int ready, port;
+    int replying;            /* completions queued whose connection is not done with them, */
+    pthread_cond_t idle;     /* signalled when that falls to 0 */
 };
+
+/* A completion's reply has been sent (or its connection is gone); the lock held. */
+static void replied(nb_server *s) {
+    if (--s->replying == 0) pthread_cond_broadcast(&s->idle);
+}
 
 nb_serve_params nb_serve_default_params(void) {
     return (nb_serve_params){.host = "127.0.0.1", .port = 8080, .n_slots = 4, .n_ctx = 4096, .n_batch = 512,
@@ -178,12 +185,22 @@ static void stream_free(void *cls) {
     free(st);
 }
 
-static enum MHD_Result completion(nb_server *s, struct MHD_Connection *c, sv_kind kind, const char *body, size_t len) {
+typedef struct request {
+    char *body;
+    size_t len, cap;
+    int too_big;
+    int replying;        /* counted in nb_server.replying until the connection is done with it */
+} request;
+
+static enum MHD_Result completion(nb_server *s, struct MHD_Connection *c, sv_kind kind, request *rq) {
+    const char *body = rq->body ? rq->body : "";
+    const size_t len = rq->len;
     sv_job *j;
     sv_reply r = {0};
     if (sv_parse_job(&s->sm, kind, body, len, &j, &r)) return send_reply(c, &r);
     pthread_mutex_lock(&s->mu);
     const int full = sv_sched_submit(s->sched, j);
+    s->replying += rq->replying = !full;
     pthread_mutex_unlock(&s->mu);
     if (full) {
         sv_job_free(j);
@@ -209,16 +226,12 @@ static enum MHD_Result completion(nb_server *s, struct MHD_Connection *c, sv_kin
         return ok;
     }
     pthread_mutex_lock(&s->mu);
-    if (wait_job(s, j, fd, nothing_new, NULL)) { /* hung up: nobody to answer */
-        sv_job_release(j);
-        pthread_mutex_unlock(&s->mu);
-        return MHD_NO;
-    }
-    if (j->status) sv_error(&r, j->status, NULL, "%s", j->err);
-    else sv_job_reply(&s->sm, j, &r);
+    const int gone = wait_job(s, j, fd, nothing_new, NULL); /* hung up: nobody to answer */
+    if (!gone && j->status) sv_error(&r, j->status, NULL, "%s", j->err);
+    else if (!gone) sv_job_reply(&s->sm, j, &r);
     sv_job_release(j);
     pthread_mutex_unlock(&s->mu);
-    return send_reply(c, &r);
+    return gone ? MHD_NO : send_reply(c, &r);
 }
 
 /* ------------------------------------------------------------ metrics */
@@ -260,12 +273,6 @@ static enum MHD_Result metrics(nb_server *s, struct MHD_Connection *c) {
 
 /* ------------------------------------------------------------ routing */
 
-typedef struct request {
-    char *body;
-    size_t len, cap;
-    int too_big;
-} request;
-
 /* Constant-time comparison of the bearer token with the key. */
 static int authorized(const nb_server *s, struct MHD_Connection *c) {
     if (!s->api_key) return 1;
@@ -304,8 +311,8 @@ static enum MHD_Result route(nb_server *s, struct MHD_Connection *c, const char 
     switch (k) {
     case 1: return metrics(s, c);
     case 2: case 3: sv_models(&s->sm, &r); break;
-    case 4: case 5: return completion(s, c, SV_CHAT, b, rq->len);
-    case 6: case 7: return completion(s, c, SV_COMPLETION, b, rq->len);
+    case 4: case 5: return completion(s, c, SV_CHAT, rq);
+    case 6: case 7: return completion(s, c, SV_COMPLETION, rq);
     case 8: sv_tokenize(&s->sm, b, rq->len, &r); break;
     default: sv_detokenize(&s->sm, b, rq->len, &r); break;
     }
@@ -351,9 +358,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return route(s, c, url, method, rq);
 }
 
+/* After the reply is sent, or the connection failed. */
 static void on_completed(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode why) {
-    (void)cls, (void)c, (void)why;
+    (void)c, (void)why;
+    nb_server *s = cls;
     request *rq = *state;
+    if (rq && rq->replying) {
+        pthread_mutex_lock(&s->mu);
+        replied(s);
+        pthread_mutex_unlock(&s->mu);
+    }
     if (rq) free(rq->body);
     free(rq);
     *state = NULL;
@@ -374,7 +388,7 @@ nb_status nb_serve_start(const nb_serve_params *p, nb_server **out) {
         flags |= MHD_USE_IPv6;
     }
     nb_server *s = calloc(1, sizeof *s);
-    if (!s || pthread_mutex_init(&s->mu, NULL)) {
+    if (!s || pthread_mutex_init(&s->mu, NULL) || pthread_cond_init(&s->idle, NULL)) {
         free(s);
         return nb_fail(NB_ERR_NOMEM, "serve: out of memory");
     }
@@ -419,10 +433,18 @@ nb_status nb_serve_start(const nb_serve_params *p, nb_server **out) {
 
 void nb_serve_stop(nb_server *s) {
     if (!s) return;
-    sv_sched_stop(s->sched); /* every job finishes: waiting connections answer and close */
+    if (s->d) MHD_quiesce_daemon(s->d); /* no new connections */
+    sv_sched_stop(s->sched);            /* every job finishes: waiting connections answer */
+    struct timespec t;                  /* ... and are given 10 s to send it */
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += 10;
+    pthread_mutex_lock(&s->mu);
+    while (s->replying > 0 && pthread_cond_timedwait(&s->idle, &s->mu, &t) == 0) {}
+    pthread_mutex_unlock(&s->mu);
     if (s->d) MHD_stop_daemon(s->d);
     sv_sched_free(s->sched);
     nb_model_free(s->m);
+    pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
     free(s->api_key);
     free(s);

@@ -45,7 +45,7 @@ typedef struct sv_job {
     int n_prompt;
     nb_sampler_params sp;
     float presence, frequency;   /* OpenAI's penalties (applied by the scheduler before sampling) */
-    int n_predict;
+    int n_predict, ignore_eos;   /* ignore_eos: llama-server's field (benchmarks) */
     char *stop[NB_GEN_MAX_STOPS];
     int n_stop;
     char id[48];

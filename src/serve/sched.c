@@ -199,6 +199,7 @@ static int start_job(sv_sched *s, sv_job *j) {
     nb_ctx_truncate(best->ctx, (int)best_k);
     nb_gen_params gp = nb_gen_default_params();
     gp.n_predict = j->n_predict;
+    gp.ignore_eos = j->ignore_eos;
     gp.stop = (const char *const *)j->stop;
     gp.n_stop = j->n_stop;
     best->job = j;

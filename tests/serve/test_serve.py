@@ -268,8 +268,9 @@ def test_api(tl, srv):
              f"{[e.token for e in lp]} {r.choices[0].message.content!r}")
     r = c.completions.create(model="x", prompt=p, max_tokens=4, temperature=0, logprobs=2)
     lp = r.choices[0].logprobs
-    tl.check(len(lp.tokens) == 4 and all(len(t) == 2 for t in lp.top_logprobs), "completions logprobs 2",
-             str(lp)[:300])
+    tl.check(len(lp.tokens) == 4 and all(len(t) == 2 for t in lp.top_logprobs) and
+             lp.text_offset == [sum(len(t.encode()) for t in lp.tokens[:k]) for k in range(4)],
+             "completions logprobs 2, text_offset", str(lp)[:300])
     # curl: the SSE framing
     out = subprocess.run(["curl", "-sN", srv.url + "/v1/completions", "-H", "Content-Type: application/json", "-d",
                           json.dumps({"prompt": "Hello", "max_tokens": 5, "stream": True})],
@@ -296,15 +297,16 @@ def test_api(tl, srv):
 def near_tie_split(a, b, gap=0.25):
     """Two greedy replies (logprobs entries with 2 alternatives) agree up to the first token where
     they part, and there the token each took is the other's runner-up, within `gap` nats: the
-    replies of one model whose sums differ by batch order, not of a mixed-up sequence."""
+    replies of one model whose sums differ by batch order, not of a mixed-up sequence. Returns
+    (ok, the gap where they part or None)."""
     for x, y in zip(a, b):
         if x.token == y.token:
             continue
         tops_x = [t.token for t in x.top_logprobs]
         tops_y = [t.token for t in y.top_logprobs]
-        return (y.token in tops_x and x.token in tops_y and
-                abs(x.top_logprobs[0].logprob - x.top_logprobs[1].logprob) < gap)
-    return len(a) == len(b)
+        d = abs(x.top_logprobs[0].logprob - x.top_logprobs[1].logprob)
+        return y.token in tops_x and x.token in tops_y and d < gap, d
+    return len(a) == len(b), None
 
 
 def test_concurrency(tl, srv):
@@ -334,9 +336,10 @@ def test_concurrency(tl, srv):
         if i not in together:
             continue
         same += together[i][0] == alone[0]
-        close += together[i][0] == alone[0] or near_tie_split(together[i][1], alone[1])
+        ok, d = near_tie_split(together[i][1], alone[1])
+        close += together[i][0] == alone[0] or ok
         if together[i][0] != alone[0]:
-            print(f"  {i}: together {together[i][0]!r}\n     alone    {alone[0]!r}")
+            print(f"  {i}: together {together[i][0]!r}\n     alone    {alone[0]!r}\n     parting at a gap of {d} nats")
     print(f"  {same}/8 concurrent replies equal to the lone ones, {close}/8 equal or parting at a near tie")
     tl.check(close == 8, "each concurrent reply is the lone one, or parts from it at a near tie", f"{close}/8")
     # a client that disconnects mid-stream frees its slot
@@ -374,6 +377,11 @@ def test_hostile(tl, srv):
         ("top_logprobs 21", dict(good, logprobs=True, top_logprobs=21), 400, "top_logprobs"),
         ("stop not strings", dict(good, stop=[1]), 400, "stop"),
         ("unknown fields ignored", dict(good, frobnicate={"x": [1, 2]}, user="u", tools=None), 200, None),
+        ("content as text parts", {"messages": [{"role": "user", "content": [{"type": "text", "text": "h"},
+                                                                              {"type": "text", "text": "i"}]}],
+                                   "max_tokens": 2}, 200, None),
+        ("a content part without text", {"messages": [{"role": "user", "content": [{"type": "image"}]}]}, 400,
+         "messages[0].content"),
     ]
     for what, body, want, param in cases:
         st, reply = srv.request("POST", url, body, {"Content-Type": "application/json"})
