@@ -69,7 +69,7 @@ int cmd_serve(int argc, char **argv) {
     if (st) return arg_status(st);
     printf("nibble serve: listening on http://%s%s%s:%d/ (model %s, %d slot%s, context %d each)\n",
            strchr(p.host, ':') ? "[" : "", p.host, strchr(p.host, ':') ? "]" : "", nb_serve_port(s),
-           arg_safe(0, nb_serve_model_name(s)), p.n_slots, nb_plural(p.n_slots), p.n_ctx);
+           arg_safe(0, nb_serve_model_name(s)), p.n_slots, nb_plural(p.n_slots), nb_serve_n_ctx(s));
     fflush(stdout);
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -46,6 +46,7 @@ nb_serve_params nb_serve_default_params(void) {
 }
 
 int nb_serve_port(const nb_server *s) { return s->port; }
+int nb_serve_n_ctx(const nb_server *s) { return s->sm.n_ctx; }
 const char *nb_serve_model_name(const nb_server *s) { return s->name; }
 
 /* ------------------------------------------------------------ replies */

@@ -51,7 +51,7 @@ struct sv_sched {
     int q_head, q_len;
     float *logits;       /* (n_slots, n_vocab) */
     float *raw;          /* (n_vocab) a row before the penalties, for log-probabilities */
-    uint64_t step, rr;
+    uint64_t step, rr, serial; /* steps run; round-robin start; jobs submitted (their ids) */
     sv_metrics met;
 };
 
@@ -115,9 +115,8 @@ void sv_job_release(sv_job *j) {
 
 int sv_sched_submit(sv_sched *s, sv_job *j) {
     if (s->stop || s->q_len == s->n_queue) return 503;
-    static uint64_t serial;
     snprintf(j->id, sizeof j->id, "%s-%llx%04llx", j->kind == SV_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)time(NULL),
-             (unsigned long long)(++serial & 0xFFFF));
+             (unsigned long long)(++s->serial & 0xFFFF));
     j->created = (int64_t)time(NULL);
     j->refs++;
     s->queue[(s->q_head + s->q_len++) % s->n_queue] = j;

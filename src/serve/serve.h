@@ -38,6 +38,7 @@ nb_serve_params nb_serve_default_params(void);
  * slots and starts the scheduler. Fails with the library's status and message. */
 nb_status nb_serve_start(const nb_serve_params *p, nb_server **out);
 int nb_serve_port(const nb_server *s);
+int nb_serve_n_ctx(const nb_server *s); /* positions per slot (-c 0 resolved) */
 const char *nb_serve_model_name(const nb_server *s);
 /* Cancels every running and queued request (each gets its reply: what was generated, or 503 for
  * a queued one), closes every connection, and frees the server. */

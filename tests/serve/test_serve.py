@@ -32,14 +32,15 @@ T = Tally(verbose=True)
 BUILD = os.environ.get("NB_BUILD", "build")
 NIBBLE = os.path.join(BUILD, "nibble")
 MODEL = "models/gemma-3-270m-q4_k_m.gguf"
+SMOLLM2 = "models/smollm2-135m-instruct-q4_1.gguf"  # llama, BPE, chatml (scripts/fetch-smollm2.sh)
 RSS_BOUND = 16 << 20
 
 
 class Server:
     """A `nibble serve` child on a free port; .port once it printed its ready line."""
 
-    def __init__(self, *args):
-        self.p = subprocess.Popen([NIBBLE, "serve", "-m", MODEL, "--port", "0", "-t", "2", *args],
+    def __init__(self, *args, model=MODEL):
+        self.p = subprocess.Popen([NIBBLE, "serve", "-m", model, "--port", "0", "-t", "2", *args],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         ready, _, _ = select.select([self.p.stdout], [], [], 300)
         line = self.p.stdout.readline() if ready else ""
@@ -199,6 +200,23 @@ def test_single_slot(tl):
     a.close()
     tl.check(rest.rstrip().endswith(b"data: [DONE]") or rest.rstrip().endswith(b"0"),
              "the running stream is ended, not cut", rest[-80:])
+
+
+def test_chat_model(tl):
+    """An instruction-tuned model's chat turn (chatml, with a system message) is `nibble run --chat`'s."""
+    if not os.access(SMOLLM2, os.R_OK):
+        return tl.skip("chat model", f"{SMOLLM2} absent (scripts/fetch-smollm2.sh)")
+    system, user = "You are terse.", "What is the capital of France?"
+    want = subprocess.run([NIBBLE, "run", "-m", SMOLLM2, "--chat", "-sys", system, "-n", "24", "--temp", "0", "-t", "2"],
+                          input=user + "\n", capture_output=True, text=True, timeout=300).stdout.strip()
+    srv = Server("-np", "1", "-c", "1024", model=SMOLLM2)
+    try:
+        r = client(srv).chat.completions.create(model="x", max_tokens=24, temperature=0, messages=[
+            {"role": "system", "content": system}, {"role": "user", "content": user}])
+        tl.check(r.choices[0].message.content.strip() == want and want, "SmolLM2 chat = nibble run --chat",
+                 f"{r.choices[0].message.content!r} vs {want!r}")
+    finally:
+        tl.check(srv.stop() == 0, "SIGTERM: exit 0")
 
 
 def test_api(tl, srv):
@@ -469,6 +487,7 @@ def main():
         T.skip("serve", "the openai package is not installed (tests/parity/requirements.txt)")
         return T.summary()
     test_single_slot(T)
+    test_chat_model(T)
     srv = Server("-np", "8", "-c", "512", "--timeout", "3")
     try:
         test_api(T, srv)
