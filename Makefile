@@ -11,9 +11,12 @@ CFLAGS_BASE := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla -fPIC -pt
 SAN     ?=
 CFLAGS_ALL := $(CFLAGS_BASE) $(SAN) $(EXTRA_CFLAGS)
 LDLIBS  := -lm -pthread -lpcre2-32
+# `nibble serve` (src/serve/, linked into the binary, not into libnibble): HTTP and JSON.
+SERVE_LIBS := -lmicrohttpd -lcjson
 
-# Debian -dev packages the build needs (PCRE2 for the BPE pre-tokenizer): installed when missing.
-DEPS    := /usr/include/pcre2.h
+# Debian -dev packages the build needs (PCRE2 for the BPE pre-tokenizer; libmicrohttpd and cJSON
+# for the server): installed when missing.
+DEPS    := /usr/include/pcre2.h /usr/include/microhttpd.h /usr/include/cjson/cJSON.h
 $(DEPS):
 	bash scripts/install-deps.sh
 
@@ -23,7 +26,8 @@ LIB_FLAGS    := -fvisibility=hidden
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
 
-LIB_SRC    := $(sort $(shell find src -name '*.c' -not -path 'src/kernels/x86/*'))
+LIB_SRC    := $(sort $(shell find src -name '*.c' -not -path 'src/kernels/x86/*' -not -path 'src/serve/*'))
+SERVE_SRC  := $(sort $(wildcard src/serve/*.c))
 AVX2_SRC   := $(sort $(wildcard src/kernels/x86/avx2/*.c))
 AVX512_SRC := $(sort $(wildcard src/kernels/x86/avx512/*.c))
 CLI_SRC    := $(sort $(wildcard cli/*.c))
@@ -31,7 +35,7 @@ TEST_SRC   := $(sort $(wildcard tests/test_*.c))
 BENCH_SRC  := $(sort $(wildcard bench/*.c))
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(AVX2_SRC:%.c=$(BUILD)/%.o) $(AVX512_SRC:%.c=$(BUILD)/%.o)
-CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o) $(SERVE_SRC:%.c=$(BUILD)/%.o)
 TESTS   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCHES := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
@@ -62,7 +66,7 @@ $(BUILD)/src/%.o: src/%.c | $(DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(LIB_FLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c | $(DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
@@ -74,7 +78,7 @@ $(LIBSO): $(LIB_OBJ)
 	$(CC) $(SAN) -shared -o $@ $^ $(LDLIBS)
 
 $(BIN): $(CLI_OBJ) $(LIBA)
-	$(CC) $(SAN) -o $@ $(CLI_OBJ) $(LIBA) $(LDLIBS)
+	$(CC) $(SAN) -o $@ $(CLI_OBJ) $(LIBA) $(LDLIBS) $(SERVE_LIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/test.h $(LIBA)
 	@mkdir -p $(@D)

@@ -12,6 +12,7 @@ int cmd_explain(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_imatrix(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Catches sig with handler unless the process started with sig ignored (nibble.c). */
 void cli_catch(int sig, void (*handler)(int));

@@ -866,6 +866,27 @@ typedef struct nb_imatrix_params {
 NB_API nb_status nb_imatrix_collect(nb_ctx *c, nb_imatrix *im, const int32_t *tokens, int64_t n_tokens,
                                     const nb_imatrix_params *p);
 
+/* ------------------------------------------------ continuous batching */
+/* One forward pass for several sequences of one model: sequence i appends n_tokens[i] >= 1 tokens
+ * to its own context ctxs[i] at that context's positions, so that one pass over the weights serves
+ * every sequence (a server's decode steps, with prompt chunks mixed in). Matrix products run over
+ * the stacked rows of all sequences; RoPE, the KV cache and attention are each sequence's own. The
+ * rows live in ctxs[0]'s activation arena, so their total must be at most ctxs[0]'s n_batch (as
+ * nb_ctx_create capped it: at most its n_ctx), else NB_ERR_RANGE. Every context must have the same
+ * model and the same thread pool (nb_ctx_params.pool) and appear once. logits: NULL, or n_seq rows
+ * of n_vocab floats, row i for the last token of sequence i. Every sequence is checked as
+ * nb_ctx_eval checks its tokens before anything changes. One sequence of at most n_batch tokens is
+ * nb_ctx_eval of them, bit for bit. Results do not depend on the thread count, but they depend on
+ * which rows share the pass, as a batch's rows do (docs/KERNELS.md): a row's matrix products sum
+ * in the batch orders of its place among the rows, and a sequence's attention takes the one-token
+ * order when it has one token in the pass. */
+#define NB_BATCH_MAX_SEQ 256
+NB_API nb_status nb_batch_eval(nb_ctx *const *ctxs, const int32_t *const *tokens, const int *n_tokens, int n_seq,
+                               float *logits);
+/* Forgets positions n and after, 0 <= n <= nb_ctx_pos (else NB_ERR_RANGE): a prompt that begins
+ * with the first n tokens the context holds then evaluates only the rest (prompt reuse). */
+NB_API nb_status nb_ctx_truncate(nb_ctx *c, int n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every C test program in BUILD/tests, then (when a Python is given) every parity script in
-# tests/parity, and adds up their "N passed, N failed" lines. A program that dies or prints no
+# tests/parity and the server's client tests in tests/serve, and adds up their "N passed, N failed" lines. A program that dies or prints no
 # summary counts as one failure. The last line printed is the total.
 set -u
 build=$1
@@ -34,10 +34,10 @@ for t in "$build"/tests/test_*; do
     tally "$(basename "$t")" $? "$tmp"
 done
 if [ -n "$py" ]; then
-    for s in tests/parity/test_*.py; do
+    for s in tests/parity/test_*.py tests/serve/test_*.py; do
         [ -f "$s" ] || continue
         NB_BUILD=$build "$py" "$s" >"$tmp" 2>&1
-        tally "parity/$(basename "$s")" $? "$tmp"
+        tally "$(basename "$(dirname "$s")")/$(basename "$s")" $? "$tmp"
     done
 fi
 if [ "$total_skip" -gt 0 ]; then

@@ -239,16 +239,42 @@ nb_pool *nb_ctx_pool(const nb_ctx *c) { return c->pool; }
 int nb_ctx_pos(const nb_ctx *c) { return c->pos; }
 int nb_ctx_n_ctx(const nb_ctx *c) { return c->n_ctx; }
 void nb_ctx_reset(nb_ctx *c) { c->pos = 0; }
+
+nb_status nb_ctx_truncate(nb_ctx *c, int n) {
+    if (n < 0 || n > c->pos) return nb_fail(NB_ERR_RANGE, "context: cannot keep %d positions of %d", n, c->pos);
+    c->pos = n; /* the cells past it are rewritten before attention reads them with a weight */
+    return NB_OK;
+}
 size_t nb_ctx_memory(const nb_ctx *c) { return c->arena_bytes; }
 
 /* ------------------------------------------------------------ forward */
 
-typedef struct batch {
+/* One sequence of a batch: its context (positions, KV cache), its tokens, and which rows of the
+ * stacked activations are its. */
+typedef struct seq {
     nb_ctx *c;
+    const int32_t *tok;
+    int n;         /* tokens, at positions c->pos .. c->pos + n - 1 */
+    int row0;      /* its first row in the batch */
+    int first;     /* logits for its tokens [first, n) (n: none) */
+} seq;
+
+/* A forward pass over the rows of every sequence: matrix products run over all rows at once in
+ * the arena context's activation buffers (a: the first sequence's context); positions, the KV
+ * cache, RoPE and attention are each row's sequence's. */
+typedef struct batch {
+    nb_ctx *a;
+    const seq *s;
+    int n_seq;
+    int n;         /* rows: every sequence's tokens */
     int il;        /* layer */
-    int n;         /* tokens in the batch */
-    int pos0;      /* position of the first */
 } batch;
+
+/* The sequence that holds row t, searching from sequence i. */
+static const seq *seq_of(const batch *b, int i, int64_t t) {
+    while (t >= b->s[i].row0 + b->s[i].n) i++;
+    return &b->s[i];
+}
 
 /* The cache of layer il, kv head g. K is (position, head_dim): one head's keys form a matrix of
  * n_cells rows that nb_matmul reads in place to score a query. V is stored transposed, (head_dim,
@@ -262,21 +288,23 @@ static uint8_t *kv_head(const nb_ctx *c, uint8_t *cache, int il, int g) {
 /* Per token: q/k head norms, RoPE, q's scale; store k and v at the token's position. */
 static void qk_prepare(void *arg, int64_t t0, int64_t t1) {
     const batch *b = arg;
-    nb_ctx *c = b->c;
-    const nb_model *m = c->m;
+    const nb_model *m = b->a->m;
     const nb_model_info *in = &m->info;
     const nb_arch *a = &m->arch;
     const nb_layer *L = &m->layers[b->il];
     const int D = in->head_dim, HQ = in->n_head, HK = in->n_head_kv;
     rope_par r = {.n_rot = in->n_rot, .base = L->sliding ? in->rope_base_local : in->rope_base,
                   .freq_scale = L->sliding ? a->rope_freq_scale_local : a->rope_freq_scale,
-                  .mscale = a->rope_attn_factor, .ext = a->rope_ext_factor,
-                  .ff = c->long_rope ? L->rope_long : L->rope_factors};
+                  .mscale = a->rope_attn_factor, .ext = a->rope_ext_factor};
     if (r.ext) yarn_corr_dims(&r, a->n_ctx_orig);
     float cs[NB_MAX_HEAD_DIM]; /* the position's angles, shared by its heads */
+    const seq *sq = seq_of(b, 0, t0);
     for (int64_t t = t0; t < t1; t++) {
-        const int pos = b->pos0 + (int)t;
-        float *q = c->q + t * HQ * D, *k = c->k + t * HK * D, *v = c->v + t * HK * D;
+        sq = seq_of(b, (int)(sq - b->s), t);
+        nb_ctx *c = sq->c;
+        const int pos = c->pos + (int)(t - sq->row0);
+        float *q = b->a->q + t * HQ * D, *k = b->a->k + t * HK * D, *v = b->a->v + t * HK * D;
+        r.ff = c->long_rope ? L->rope_long : L->rope_factors;
         rope_angles(cs, &r, pos);
         for (int h = 0; h < HQ; h++) {
             if (L->q_norm) rmsnorm(q + h * D, q + h * D, L->q_norm, D, in->rms_eps);
@@ -308,23 +336,24 @@ static void qk_prepare(void *arg, int64_t t0, int64_t t1) {
  * multiples of 32, the others masked; its exponential (nb_softmax_exp); and, for a batch of one
  * token, the F16 products in its single-row order (NB_ROUTE_VEC) where batches use 8 lanes.
  * scratch: ATT_SCRATCH floats. */
-static void attend_one(nb_ctx *c, const batch *b, nb_pool *pool, int t, int g, float *scratch) {
+static void attend_one(const batch *b, const seq *sq, nb_pool *pool, int t, int g, float *scratch) {
+    const nb_ctx *c = sq->c;
     const nb_model_info *in = &c->m->info;
     const nb_arch *a = &c->m->arch;
     const nb_layer *L = &c->m->layers[b->il];
-    const int D = in->head_dim, HQ = in->n_head, G = HQ / in->n_head_kv, pos = b->pos0 + t;
+    const int D = in->head_dim, HQ = in->n_head, G = HQ / in->n_head_kv, pos = c->pos + t - sq->row0;
     const size_t esz = c->kv_row_bytes / (size_t)D;
     float *scores = scratch, *qr = scratch + (size_t)G * c->n_cells;
     int lo = 0;
     if (L->sliding && pos - in->sliding_window + 1 > 0) lo = pos - in->sliding_window + 1;
     const int lo32 = lo & ~31, nk = ((pos + 32) & ~31) - lo32; /* pos < n_ctx <= n_cells */
-    const float *q = c->q + ((size_t)t * HQ + (size_t)g * G) * D;
+    const float *q = b->a->q + ((size_t)t * HQ + (size_t)g * G) * D;
     nb_route route = NB_ROUTE_QUANT;
     if (c->kv_type == NB_TYPE_F16) {
         memcpy(qr, q, sizeof(float) * (size_t)G * D);
         nb_round_fp16(qr, (int64_t)G * D);
         q = qr;
-        if (b->n == 1) route = NB_ROUTE_VEC;
+        if (sq->n == 1) route = NB_ROUTE_VEC;
     }
     nb_matmul_ex(pool, c->kv_type, kv_head(c, c->k_cache, b->il, g) + (size_t)lo32 * c->kv_row_bytes, 0, nk, D, q, G,
                  scores, route);
@@ -342,29 +371,38 @@ static void attend_one(nb_ctx *c, const batch *b, nb_pool *pool, int t, int g, f
         if (c->kv_type == NB_TYPE_F16) nb_round_fp16(s, nk);
     }
     nb_matmul_ex(pool, c->kv_type, kv_head(c, c->v_cache, b->il, g) + (size_t)lo32 * esz, (size_t)c->n_cells * esz, D,
-                 nk, scores, G, c->att + ((size_t)t * HQ + (size_t)g * G) * D, route);
+                 nk, scores, G, b->a->att + ((size_t)t * HQ + (size_t)g * G) * D, route);
 }
 
-/* Prefill: the work items (token, kv head) split evenly over the threads, chunk i on thread i with
- * its own scratch slice, each product on that thread. */
+/* The work items (row, kv head) split evenly over the threads, chunk i on thread i with its own
+ * slice of the row's context's scratch (every context of a batch shares the pool, so each has a
+ * slice per thread), each product on that thread. */
 static void attend_chunk(void *arg, int64_t i0, int64_t i1) {
     const batch *b = arg;
-    nb_ctx *c = b->c;
-    const nb_model_info *in = &c->m->info;
+    const nb_model_info *in = &b->a->m->info;
     const int HK = in->n_head_kv;
-    const int64_t T = nb_pool_threads(c->pool), W = (int64_t)b->n * HK;
+    const int64_t T = nb_pool_threads(b->a->pool), W = (int64_t)b->n * HK;
     for (int64_t i = i0; i < i1; i++) {
-        float *scratch = c->scores + (size_t)i * ATT_SCRATCH(in->n_head / HK, c->n_cells, in->head_dim);
-        for (int64_t w = i * W / T; w < (i + 1) * W / T; w++) attend_one(c, b, NULL, (int)(w / HK), (int)(w % HK), scratch);
+        const seq *sq = seq_of(b, 0, i * W / T / HK);
+        for (int64_t w = i * W / T; w < (i + 1) * W / T; w++) {
+            sq = seq_of(b, (int)(sq - b->s), w / HK);
+            float *scratch = sq->c->scores + (size_t)i * ATT_SCRATCH(in->n_head / HK, sq->c->n_cells, in->head_dim);
+            attend_one(b, sq, NULL, (int)(w / HK), (int)(w % HK), scratch);
+        }
     }
 }
 
 /* Attention for the batch: with fewer work items than threads (decode) each item's products use
  * the whole pool; otherwise items are spread over the threads. */
-static nb_status attend(nb_ctx *c, batch *b) {
-    const int HK = c->m->info.n_head_kv;
-    if ((int64_t)b->n * HK >= nb_pool_threads(c->pool)) return nb_pool_for(c->pool, nb_pool_threads(c->pool), 1, attend_chunk, b);
-    for (int w = 0; w < b->n * HK; w++) attend_one(c, b, c->pool, w / HK, w % HK, c->scores);
+static nb_status attend(batch *b) {
+    const int HK = b->a->m->info.n_head_kv;
+    nb_pool *pool = b->a->pool;
+    if ((int64_t)b->n * HK >= nb_pool_threads(pool)) return nb_pool_for(pool, nb_pool_threads(pool), 1, attend_chunk, b);
+    const seq *sq = b->s;
+    for (int w = 0; w < b->n * HK; w++) {
+        sq = seq_of(b, (int)(sq - b->s), w / HK);
+        attend_one(b, sq, pool, w / HK, w % HK, sq->c->scores);
+    }
     return NB_OK;
 }
 
@@ -420,7 +458,9 @@ static void glu_rows(void *arg, int64_t t0, int64_t t1) {
     }
 }
 
-static nb_status attention_block(nb_ctx *c, int il, int n, int pos0) {
+static nb_status attention_block(batch *b) {
+    nb_ctx *c = b->a;
+    const int il = b->il, n = b->n;
     const nb_model_info *in = &c->m->info;
     const nb_layer *L = &c->m->layers[il];
     const int QW = in->n_head * in->head_dim, KW = in->n_head_kv * in->head_dim;
@@ -438,8 +478,7 @@ static nb_status attention_block(nb_ctx *c, int il, int n, int pos0) {
                (s = mm(c, &L->wv, L->bv, c->h, n, c->v))) {
         return s;
     }
-    batch b = {c, il, n, pos0};
-    if ((s = nb_pool_for(c->pool, n, 1, qk_prepare, &b)) || (s = attend(c, &b)) ||
+    if ((s = nb_pool_for(c->pool, n, 1, qk_prepare, b)) || (s = attend(b)) ||
         (s = mm(c, &L->wo, L->bo, c->att, n, c->o)))
         return s;
     residual(c->x, c->o, L->post_attn_norm, n, in->n_embd, in->rms_eps);
@@ -465,8 +504,10 @@ static nb_status ffn_block(nb_ctx *c, int il, int n) {
     return NB_OK;
 }
 
-/* One batch of n <= n_batch tokens at c->pos; logits rows for tokens [first_logit, n). */
-static nb_status batch_forward(nb_ctx *c, const int32_t *tok, int n, float *logits, int first_logit) {
+/* One forward pass over n_seq sequences, their rows stacked in c's arena (at most its n_batch);
+ * each sequence's logits rows (tokens [first, n)) follow the previous sequence's in `logits`.
+ * A sequence of one (row, context) is nb_ctx_eval's batch: the same operations on the same rows. */
+static nb_status batch_forward(nb_ctx *c, seq *sv, int n_seq, float *logits) {
     const nb_model *m = c->m;
     const nb_model_info *in = &m->info;
     const int E = in->n_embd;
@@ -474,48 +515,90 @@ static nb_status batch_forward(nb_ctx *c, const int32_t *tok, int n, float *logi
     size_t row;
     nb_status s = nb_row_bytes(emb->type, E, &row);
     if (s) return s;
-    for (int t = 0; t < n; t++) {
-        float *x = c->x + (size_t)t * E;
-        if ((s = nb_dequantize(emb->type, (const uint8_t *)emb->data + row * (size_t)tok[t], x, E))) return s;
-        for (int i = 0; i < E; i++) x[i] = x[i] * emb->scale * m->arch.embd_scale;
+    batch b = {c, sv, n_seq, 0, 0};
+    for (int i = 0; i < n_seq; i++) {
+        sv[i].row0 = b.n;
+        for (int t = 0; t < sv[i].n; t++) {
+            float *x = c->x + (size_t)(b.n + t) * E;
+            if ((s = nb_dequantize(emb->type, (const uint8_t *)emb->data + row * (size_t)sv[i].tok[t], x, E))) return s;
+            for (int k = 0; k < E; k++) x[k] = x[k] * emb->scale * m->arch.embd_scale;
+        }
+        b.n += sv[i].n;
     }
-    for (int il = 0; il < in->n_layer; il++)
-        if ((s = attention_block(c, il, n, c->pos)) || (s = ffn_block(c, il, n))) return s;
-    c->pos += n;
-    if (!logits || first_logit >= n) return NB_OK;
-    const int nl = n - first_logit;
-    norm_rows(c->h, c->x + (size_t)first_logit * E, m->output_norm, nl, E, in->rms_eps);
+    for (b.il = 0; b.il < in->n_layer; b.il++)
+        if ((s = attention_block(&b)) || (s = ffn_block(c, b.il, b.n))) return s;
+    int nl = 0; /* the rows that give logits, gathered in order */
+    for (int i = 0; i < n_seq; i++) {
+        sv[i].c->pos += sv[i].n;
+        if (!logits || sv[i].first >= sv[i].n) continue;
+        const int k = sv[i].n - sv[i].first;
+        norm_rows(c->h + (size_t)nl * E, c->x + (size_t)(sv[i].row0 + sv[i].first) * E, m->output_norm, k, E, in->rms_eps);
+        nl += k;
+    }
+    if (!nl) return NB_OK;
     if ((s = mm(c, &m->output, m->b_output, c->h, nl, logits))) return s;
     const float cap = m->arch.final_softcap;
     for (size_t i = 0; cap && i < (size_t)nl * (size_t)in->n_vocab; i++) logits[i] = tanhf(logits[i] * (1.0f / cap)) * cap;
     return NB_OK;
 }
 
-nb_status nb_ctx_eval(nb_ctx *c, const int32_t *tokens, int n, float *logits, int all_logits) {
+/* Refuses (nothing changed) n tokens that would not fit in c or lie outside the vocabulary. */
+static nb_status check_tokens(const nb_ctx *c, const int32_t *tokens, int n, const char *what) {
     const nb_model_info *in = &c->m->info;
-    if (n < 0 || (n > 0 && !tokens)) return nb_fail(NB_ERR_INVALID_ARG, "eval: %d tokens, NULL array", n);
+    if (n < 0 || (n > 0 && !tokens)) return nb_fail(NB_ERR_INVALID_ARG, "%s: %d tokens, NULL array", what, n);
     if (n > c->n_ctx - c->pos)
-        return nb_fail(NB_ERR_RANGE, "eval: %d token%s at position %d exceed the context of %d (use a larger -c)", n,
+        return nb_fail(NB_ERR_RANGE, "%s: %d token%s at position %d exceed the context of %d (use a larger -c)", what, n,
                        nb_plural(n), c->pos, c->n_ctx);
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= in->n_vocab)
-            return nb_fail(NB_ERR_RANGE, "eval: token %d at index %d is outside the vocabulary [0, %d)", tokens[i], i,
+            return nb_fail(NB_ERR_RANGE, "%s: token %d at index %d is outside the vocabulary [0, %d)", what, tokens[i], i,
                            in->n_vocab);
+    return NB_OK;
+}
+
+nb_status nb_ctx_eval(nb_ctx *c, const int32_t *tokens, int n, float *logits, int all_logits) {
+    nb_status s = check_tokens(c, tokens, n, "eval");
+    if (s) return s;
+    const int n_vocab = c->m->info.n_vocab;
     for (int done = 0; done < n;) {
         const int nb = n - done < c->n_batch ? n - done : c->n_batch;
         const int last = done + nb == n;
         float *dst = NULL;
-        int first = nb;
+        seq sq = {c, tokens + done, nb, 0, nb};
         if (logits && all_logits) {
-            dst = logits + (size_t)done * in->n_vocab;
-            first = 0;
+            dst = logits + (size_t)done * n_vocab;
+            sq.first = 0;
         } else if (logits && last) {
             dst = logits;
-            first = nb - 1;
+            sq.first = nb - 1;
         }
-        nb_status s = batch_forward(c, tokens + done, nb, dst, first);
-        if (s) return s;
+        if ((s = batch_forward(c, &sq, 1, dst))) return s;
         done += nb;
     }
     return NB_OK;
+}
+
+nb_status nb_batch_eval(nb_ctx *const *ctxs, const int32_t *const *tokens, const int *n_tokens, int n_seq, float *logits) {
+    if (n_seq < 1 || n_seq > NB_BATCH_MAX_SEQ || !ctxs || !tokens || !n_tokens)
+        return nb_fail(NB_ERR_INVALID_ARG, "batch: %d sequences (1 to %d, with arrays)", n_seq, NB_BATCH_MAX_SEQ);
+    seq sv[NB_BATCH_MAX_SEQ];
+    int n_rows = 0;
+    nb_status s;
+    for (int i = 0; i < n_seq; i++) {
+        nb_ctx *c = ctxs[i];
+        if (!c) return nb_fail(NB_ERR_INVALID_ARG, "batch: sequence %d has no context", i);
+        if (c->m != ctxs[0]->m || c->pool != ctxs[0]->pool)
+            return nb_fail(NB_ERR_INVALID_ARG, "batch: sequence %d's context has another model or thread pool than "
+                           "sequence 0's", i);
+        for (int j = 0; j < i; j++)
+            if (ctxs[j] == c) return nb_fail(NB_ERR_INVALID_ARG, "batch: sequences %d and %d share a context", j, i);
+        if (n_tokens[i] < 1) return nb_fail(NB_ERR_INVALID_ARG, "batch: sequence %d has %d tokens (at least 1)", i, n_tokens[i]);
+        if ((s = check_tokens(c, tokens[i], n_tokens[i], "batch"))) return s;
+        n_rows += n_tokens[i];
+        sv[i] = (seq){c, tokens[i], n_tokens[i], 0, logits ? n_tokens[i] - 1 : n_tokens[i]};
+    }
+    if (n_rows > ctxs[0]->n_batch)
+        return nb_fail(NB_ERR_RANGE, "batch: %d tokens exceed the batch size %d of sequence 0's context (its arena "
+                       "holds the batch)", n_rows, ctxs[0]->n_batch);
+    return batch_forward(ctxs[0], sv, n_seq, logits);
 }
