@@ -42,7 +42,9 @@
  *  one fma per block in both; the tied output head is repacked too, being loaded as the output
  *  layer's own copy), for Q6_K batches its tiled kernel; so nibble's products match it bit for
  *  bit. Not followed: an MXFP4 matrix with rows not a multiple of 8, which llama.cpp leaves to
- *  ggml_vec_dot_mxfp4_q8_0 (8 lanes, even and odd blocks in two accumulators).
+ *  ggml_vec_dot_mxfp4_q8_0 (8 lanes, even and odd blocks in two accumulators); and Q4_0 matrices
+ *  with a multiple of 8 rows, which that build repacks too (q4_0_8x8: MXFP4's one lane per block,
+ *  the same gemv/gemm template), so all-Q4_0 files are not bit-identical yet (BENCHMARKS.md).
  *  Integer sums are exact in any order, fma is correctly rounded, so any ISA that follows these
  *  steps reproduces the reference exactly. Float routes (f32 activations) only promise a
  *  tolerance (docs/KERNELS.md).
