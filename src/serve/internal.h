@@ -98,6 +98,7 @@ typedef struct sv_metrics {
     int64_t requests, prompt_tokens, reused_tokens, gen_tokens;
     double t_prefill, t_decode;  /* seconds of steps, split by their rows */
     int64_t prefill_rows, decode_rows;
+    int64_t steps, mixed_steps;  /* nb_batch_eval calls; those that held prompt and decode rows */
     int busy, queued, kv_used, n_slots, kv_cells;
 } sv_metrics;
 

@@ -355,6 +355,7 @@ static void *run(void *arg) {
         s->step++;
         s->met.t_prefill += dt * prefill / rows, s->met.t_decode += dt * n_dec / rows;
         s->met.prefill_rows += prefill, s->met.decode_rows += n_dec, s->met.prompt_tokens += prefill;
+        s->met.steps++, s->met.mixed_steps += prefill && n_dec;
         if (st) {
             for (int i = 0; i < k; i++) finish(who[i], NB_STOP_CANCEL, 500, nb_last_error());
             pthread_mutex_unlock(s->mu);
