@@ -57,7 +57,7 @@ typedef struct sv_job {
     sv_logprob *lp;              /* one per generated token when logprobs */
     int n_lp, cap_lp;
     int n_gen, n_reused;         /* tokens generated; prompt tokens the slot already held */
-    int started, done, cancelled; /* started: it has a slot */
+    int done, cancelled;
     nb_stop stop_reason;
     int status;                  /* 0, or the HTTP status of a failure (message in err) */
     char err[256];
