@@ -265,10 +265,14 @@ static enum MHD_Result metrics(nb_server *s, struct MHD_Connection *c) {
         "# HELP nibble_kv_cache_tokens KV cells in use over all slots.\n# TYPE nibble_kv_cache_tokens gauge\n"
         "nibble_kv_cache_tokens %d\n"
         "# HELP nibble_kv_cache_usage_ratio KV cells in use / cells.\n# TYPE nibble_kv_cache_usage_ratio gauge\n"
-        "nibble_kv_cache_usage_ratio %.6f\n",
+        "nibble_kv_cache_usage_ratio %.6f\n"
+        "# HELP nibble_steps_total Batched forward passes.\n# TYPE nibble_steps_total counter\nnibble_steps_total %lld\n"
+        "# HELP nibble_steps_mixed_total Passes that fed a prompt chunk beside decoding slots.\n"
+        "# TYPE nibble_steps_mixed_total counter\nnibble_steps_mixed_total %lld\n",
         (long long)m.requests, (long long)m.prompt_tokens, (long long)m.reused_tokens, (long long)m.gen_tokens,
         m.t_prefill > 0 ? m.prefill_rows / m.t_prefill : 0.0, m.t_decode > 0 ? m.decode_rows / m.t_decode : 0.0,
-        m.busy, m.queued, m.n_slots, m.kv_used, m.kv_cells ? (double)m.kv_used / m.kv_cells : 0.0);
+        m.busy, m.queued, m.n_slots, m.kv_used, m.kv_cells ? (double)m.kv_used / m.kv_cells : 0.0,
+        (long long)m.steps, (long long)m.mixed_steps);
     return send_body(c, 200, "text/plain; version=0.0.4", b, (size_t)n < 4096 ? (size_t)n : 4095);
 }
 

@@ -57,7 +57,7 @@ typedef struct sv_job {
     sv_logprob *lp;              /* one per generated token when logprobs */
     int n_lp, cap_lp;
     int n_gen, n_reused;         /* tokens generated; prompt tokens the slot already held */
-    int started, done, cancelled; /* started: it has a slot */
+    int done, cancelled;
     nb_stop stop_reason;
     int status;                  /* 0, or the HTTP status of a failure (message in err) */
     char err[256];
@@ -98,6 +98,7 @@ typedef struct sv_metrics {
     int64_t requests, prompt_tokens, reused_tokens, gen_tokens;
     double t_prefill, t_decode;  /* seconds of steps, split by their rows */
     int64_t prefill_rows, decode_rows;
+    int64_t steps, mixed_steps;  /* nb_batch_eval calls; those that held prompt and decode rows */
     int busy, queued, kv_used, n_slots, kv_cells;
 } sv_metrics;
 

@@ -202,7 +202,6 @@ static int start_job(sv_sched *s, sv_job *j) {
     gp.stop = (const char *const *)j->stop;
     gp.n_stop = j->n_stop;
     best->job = j;
-    j->started = 1;
     if (nb_sampler_create(&j->sp, s->n_vocab, &best->smp) ||
         nb_gen_create(nb_model_tokenizer(s->m), best->smp, &gp, &best->gen)) {
         finish(best, NB_STOP_CANCEL, 400, nb_last_error());
@@ -313,13 +312,14 @@ static void *run(void *arg) {
             pthread_mutex_unlock(s->mu);
             break;
         }
-        while (s->q_len) { /* the queue in order; cancelled jobs leave it at once */
+        while (s->q_len) { /* the queue in order; a cancelled job leaves it when it is first */
             sv_job *j = s->queue[s->q_head];
-            if (!j->cancelled && start_job(s, j)) break;
-            if (j->cancelled && !j->started) {
+            if (j->cancelled) {
                 j->done = 1, j->stop_reason = NB_STOP_CANCEL;
                 pthread_cond_broadcast(&j->cv);
                 sv_job_release(j);
+            } else if (start_job(s, j)) {
+                break;
             }
             s->q_head = (s->q_head + 1) % s->n_queue, s->q_len--;
         }
@@ -355,6 +355,7 @@ static void *run(void *arg) {
         s->step++;
         s->met.t_prefill += dt * prefill / rows, s->met.t_decode += dt * n_dec / rows;
         s->met.prefill_rows += prefill, s->met.decode_rows += n_dec, s->met.prompt_tokens += prefill;
+        s->met.steps++, s->met.mixed_steps += prefill && n_dec;
         if (st) {
             for (int i = 0; i < k; i++) finish(who[i], NB_STOP_CANCEL, 500, nb_last_error());
             pthread_mutex_unlock(s->mu);

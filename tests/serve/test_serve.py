@@ -164,7 +164,7 @@ def test_single_slot(tl):
         # a full queue: A holds the slot (streaming), B waits in the queue of 1, C gets 503
         a = socket.create_connection(("127.0.0.1", srv.port), timeout=120)
         req = json.dumps({"prompt": "Once upon a time", "max_tokens": 400, "stream": True, "temperature": 1,
-                          "ignore": True})
+                          "ignore_eos": True})
         a.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekret\r\n"
                    f"Content-Type: application/json\r\nContent-Length: {len(req)}\r\n\r\n{req}").encode())
         first = a.recv(65536)
@@ -308,7 +308,8 @@ def test_api(tl, srv):
     st, text = srv.request("GET", "/metrics")
     names = ["nibble_requests_total", "nibble_prompt_tokens_total", "nibble_prompt_tokens_reused_total",
              "nibble_tokens_predicted_total", "nibble_prompt_tokens_seconds", "nibble_predicted_tokens_seconds",
-             "nibble_requests_processing", "nibble_requests_deferred", "nibble_kv_cache_tokens"]
+             "nibble_requests_processing", "nibble_requests_deferred", "nibble_kv_cache_tokens",
+             "nibble_steps_total", "nibble_steps_mixed_total"]
     tl.check(st == 200 and all(f"\n{n} " in text and f"# TYPE {n} " in text for n in names) and
              srv.metric("nibble_prompt_tokens_reused_total") > 0, "/metrics", text[:300])
 
@@ -361,10 +362,28 @@ def test_concurrency(tl, srv):
             print(f"  {i}: together {together[i][0]!r}\n     alone    {alone[0]!r}\n     parting at a gap of {d} nats")
     print(f"  {same}/8 concurrent replies equal to the lone ones, {close}/8 equal or parting at a near tie")
     tl.check(close == 8, "each concurrent reply is the lone one, or parts from it at a near tie", f"{close}/8")
+    # a long prompt arriving while a slot decodes is fed in chunks of at most n_batch / 4 = 128
+    # rows, each beside the decoding slot's next token: 481 tokens take at least 4 mixed steps
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=120)
+    req = json.dumps({"prompt": "Once upon a time", "max_tokens": 400, "stream": True, "ignore_eos": True})
+    s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(req)}\r\n\r\n{req}").encode())
+    got = b""
+    while got.count(b"data: ") < 3:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    mixed = srv.metric("nibble_steps_mixed_total")
+    st, reply = srv.request("POST", "/v1/completions", {"prompt": [2] + [9259] * 480, "max_tokens": 1})
+    mixed = srv.metric("nibble_steps_mixed_total") - mixed
+    s.close()
+    tl.check(st == 200 and mixed >= 4, "a long prompt is fed in chunks between another slot's decode steps",
+             f"{st}, {mixed} mixed steps")
+    srv.wait_metric("nibble_requests_processing", lambda v: v == 0)
     # a client that disconnects mid-stream frees its slot
     before = srv.metric("nibble_tokens_predicted_total")
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=120)
-    req = json.dumps({"prompt": "Once upon a time", "max_tokens": 400, "stream": True, "temperature": 1})
+    req = json.dumps({"prompt": "Once upon a time", "max_tokens": 400, "stream": True, "ignore_eos": True})
     s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(req)}\r\n\r\n{req}").encode())
     got = b""
     while got.count(b"data: ") < 3:
