@@ -1,7 +1,7 @@
 """nibble against llama.cpp (llama-cpp-python) on the same GGUF, same threads, alternating runs.
 
-For each engine and run, a fresh process: load the model, evaluate a prompt of P tokens in one call
-(prefill, "ppP"), then generate G tokens greedily one at a time ("tgG"), ignoring end-of-sequence.
+For each engine and run, a fresh process: load the model, evaluate the prompt once to warm up (as
+llama-bench does) and forget it, evaluate a prompt of P tokens in one call (prefill, "ppP"), then generate G tokens greedily one at a time ("tgG"), ignoring end-of-sequence.
 Prints tokens/s (median, min..max over runs), the nibble/llama.cpp ratio, time to first token
 (prefill plus the first sampled token) and peak resident memory of the process (both processes
 carry the same Python + numpy overhead). Any GGUF both engines load will do: the prompt is the
@@ -9,6 +9,10 @@ model's BOS token and random ids of its own vocabulary (read once by llama.cpp's
 Usage:
   build/venv/bin/python bench/vs_llama.py [-m MODEL] [-t 1,2] [-p 512] [-n 128] [-r 5] [-o md|json] [--flash-attn]
 Run it with and without --flash-attn: llama.cpp's best of the two is the figure to beat.
+--llama-bench PATH measures the llama.cpp side with its own llama-bench instead (a native build:
+scripts/build-llama-tools.sh; llama-cpp-python's wheel is the portable AVX2 build the parity tests
+need): ppP on an empty context and tgG at depth P (-d P), as nibble's decode follows its prompt;
+its time to first token is then P / ppP, without the first sampled token.
 The families' random-weight files (tests/parity/make_family_models.py --shape realistic --variants
 q4_k_m) are benchmarked the same way: -m build/families/qwen3-realistic-q4_k_m.gguf.
 """
@@ -42,6 +46,8 @@ def child(engine, model, threads, n_prompt, n_gen, n_vocab, bos, flash_attn):
         sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
         from nbctypes import Model
         m = Model(model, n_ctx=n_prompt + n_gen + 16, n_threads=threads)
+        m.eval(prompt, all_logits=False)  # a warm-up pass, as llama-bench makes one
+        m.reset()
         t1 = time.perf_counter()
         logits = m.eval(prompt, all_logits=False)
         tok = int(logits[0].argmax())
@@ -54,6 +60,9 @@ def child(engine, model, threads, n_prompt, n_gen, n_vocab, bos, flash_attn):
         llm = L.Llama(model_path=model, n_ctx=n_prompt + n_gen + 16, n_batch=n_prompt, n_ubatch=n_prompt,
                       n_threads=threads, n_threads_batch=threads, flash_attn=flash_attn, verbose=False)
         last = lambda: int(np.argmax(np.ctypeslib.as_array(L.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))))
+        llm.eval(prompt)  # the same warm-up pass
+        llm.reset()
+        llm._ctx.kv_cache_clear()
         t1 = time.perf_counter()
         llm.eval(prompt)
         tok = last()
@@ -67,9 +76,25 @@ def child(engine, model, threads, n_prompt, n_gen, n_vocab, bos, flash_attn):
                       "tg": (n_gen - 1) / (t3 - t2), "rss": rss}))
 
 
+def llama_bench(a, threads):
+    """llama-bench's pp and tg (one repetition each) as a child's JSON row; runs in a child, so
+    that its children's peak RSS is llama-bench's alone."""
+    fa = "on" if a.flash_attn else "off"
+    base = [a.llama_bench, "-m", a.model, "-t", str(threads), "-fa", fa, "-r", "1", "-o", "json"]
+    rows = {}
+    for test, args in (("pp", ["-p", str(a.prompt), "-n", "0"]), ("tg", ["-p", "0", "-n", str(a.gen), "-d", str(a.prompt)])):
+        out = subprocess.run(base + args, capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"llama-bench on {a.model}: {(out.stderr.strip().splitlines() or ['exit %d' % out.returncode])[-1]}")
+        rows[test] = json.loads(out.stdout)[0]["avg_ts"]
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    print(json.dumps({"load_s": 0, "pp": rows["pp"], "ttft_s": a.prompt / rows["pp"], "tg": rows["tg"], "rss": rss}))
+
+
 def run_child(engine, a, threads):
     out = subprocess.run([sys.executable, __file__, "--child", engine, "-m", a.model, "-t", str(threads),
                           "-p", str(a.prompt), "-n", str(a.gen), "--vocab", f"{a.n_vocab},{a.bos}"] +
+                         (["--llama-bench", a.llama_bench] if a.llama_bench else []) +
                          (["--flash-attn"] if a.flash_attn else []),
                          capture_output=True, text=True)
     if out.returncode != 0:  # e.g. an engine refusing the file: say why
@@ -91,11 +116,16 @@ def main():
     ap.add_argument("-r", "--reps", type=int, default=5)
     ap.add_argument("-o", "--output", default="md", choices=["md", "json"])
     ap.add_argument("--flash-attn", action="store_true", help="llama.cpp with flash attention (default off)")
+    ap.add_argument("--llama-bench", help="the llama.cpp side by this llama-bench binary (a native build)")
     ap.add_argument("--vocab", help=argparse.SUPPRESS)  # n_vocab,bos: the parent tells its children
     a = ap.parse_args()
     if not a.model:
         a.model = subprocess.run(["bash", os.path.join(ROOT, "scripts/fetch-model.sh")], check=True,
                                  capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    if a.child == "llama" and a.llama_bench:
+        a.threads = int(a.threads)
+        llama_bench(a, a.threads)
+        return
     if a.child:
         n_vocab, bos = (int(x) for x in a.vocab.split(","))
         child(a.child, a.model, int(a.threads), a.prompt, a.gen, n_vocab, bos, a.flash_attn)
@@ -118,7 +148,8 @@ def main():
         print(json.dumps(rows, indent=1))
         return
     print(f"model {os.path.basename(a.model)}, {a.reps} alternating runs per engine, median (min..max); "
-          f"llama.cpp flash attention {'on' if a.flash_attn else 'off'}\n")
+          f"llama.cpp flash attention {'on' if a.flash_attn else 'off'}"
+          f"{', llama.cpp by ' + a.llama_bench if a.llama_bench else ''}\n")
     print("| threads | test | nibble tok/s | llama.cpp tok/s | ratio |")
     print("|---|---|---|---|---|")
     for r in rows:
