@@ -119,11 +119,8 @@ struct nb_ctx {
     size_t arena_bytes;          /* KV cache plus arena, allocated once */
 };
 
-/* Attention takes up to ATT_BLOCK consecutive tokens of a sequence at once (attend_block). Per
- * thread its scratch holds their G score rows of n_cells each, their G gathered queries and their
- * G outputs. */
-#define ATT_BLOCK 16
-#define ATT_SCRATCH(G, n_cells, D) ((size_t)ATT_BLOCK * (size_t)(G) * ((size_t)(n_cells) + 2 * (size_t)(D)))
+/* Per-thread attention scratch: G score rows of n_cells and G rounded queries. */
+#define ATT_SCRATCH(G, n_cells, D) ((size_t)(G) * (size_t)(n_cells) + (size_t)(G) * (size_t)(D))
 
 nb_ctx_params nb_ctx_default_params(void) {
     nb_ctx_params p = {.n_ctx = 4096, .n_batch = 512, .kv_f32 = 0, .n_threads = 0, .pool = NULL};
@@ -330,42 +327,37 @@ static void qk_prepare(void *arg, int64_t t0, int64_t t1) {
     }
 }
 
-/* Attention of kv head g for nt consecutive tokens of one sequence (batch rows t0..t0+nt-1):
- * scores = K q (nb_matmul over the cached keys, the tokens' G query heads as nt*G activation
- * rows), softmax, out = V^T p. With an F16 cache the queries and the probabilities are rounded to
- * fp16 first, as llama.cpp does when it multiplies by F16 K and V. The sums follow llama.cpp's
- * (x86 AVX2 build, docs/BENCHMARKS.md "parity"): its products and softmax run over whole chunks
- * of its cache cells (8 and 32), masked cells weighing exactly 0, so the rows here are the cells
- * lo32..hi32 around the block's visible windows (the first token's lo .. the last's pos), rounded
- * out to multiples of 32, each row's others masked: each score and each output takes the same
- * sequence of operations as for the token alone, plus exact zeros. Its exponential
- * (nb_softmax_exp); and, for a sequence of one token, the F16 products in its single-row order
- * (NB_ROUTE_VEC) where batches use 8 lanes. A block's rows make the products GEMMs of nt*G
- * tokens rather than a GEMV per token. scratch: ATT_SCRATCH floats. */
-static void attend_block(const batch *b, const seq *sq, nb_pool *pool, int t0, int nt, int g, float *scratch) {
+/* Attention of token t's query heads of kv head g: scores = K q (nb_matmul over the cached keys,
+ * the G query heads as activation rows), softmax, out = V^T p. With an F16 cache the queries and
+ * the probabilities are rounded to fp16 first, as llama.cpp does when it multiplies by F16 K and
+ * V. The sums follow llama.cpp's (x86 AVX2 build, docs/BENCHMARKS.md "parity"): its products and
+ * softmax run over whole chunks of its cache cells (8 and 32), masked cells weighing exactly 0,
+ * so the rows here are the cells lo32..hi32 around the visible window lo..pos, rounded out to
+ * multiples of 32, the others masked; its exponential (nb_softmax_exp); and, for a batch of one
+ * token, the F16 products in its single-row order (NB_ROUTE_VEC) where batches use 8 lanes.
+ * scratch: ATT_SCRATCH floats. */
+static void attend_one(const batch *b, const seq *sq, nb_pool *pool, int t, int g, float *scratch) {
     const nb_ctx *c = sq->c;
     const nb_model_info *in = &c->m->info;
     const nb_arch *a = &c->m->arch;
     const nb_layer *L = &c->m->layers[b->il];
-    const int D = in->head_dim, HQ = in->n_head, G = HQ / in->n_head_kv, R = nt * G;
-    const int pos0 = c->pos + t0 - sq->row0, last = pos0 + nt - 1;
+    const int D = in->head_dim, HQ = in->n_head, G = HQ / in->n_head_kv, pos = c->pos + t - sq->row0;
     const size_t esz = c->kv_row_bytes / (size_t)D;
-    /* the first visible cell of token i; the block's rows span every token's window */
-    const int win = L->sliding ? in->sliding_window : 0;
-#define ATT_LO(pos) (win && (pos) - win + 1 > 0 ? (pos) - win + 1 : 0)
-    const int lo32 = ATT_LO(pos0) & ~31, nk = ((last + 32) & ~31) - lo32; /* last < n_ctx <= n_cells */
-    float *scores = scratch, *qr = scratch + (size_t)R * c->n_cells, *out = qr + (size_t)R * D;
-    for (int i = 0; i < nt; i++) /* query heads g*G .. g*G+G-1 of each token, as R rows */
-        memcpy(qr + (size_t)i * G * D, b->a->q + ((size_t)(t0 + i) * HQ + (size_t)g * G) * D, sizeof(float) * (size_t)G * D);
+    float *scores = scratch, *qr = scratch + (size_t)G * c->n_cells;
+    int lo = 0;
+    if (L->sliding && pos - in->sliding_window + 1 > 0) lo = pos - in->sliding_window + 1;
+    const int lo32 = lo & ~31, nk = ((pos + 32) & ~31) - lo32; /* pos < n_ctx <= n_cells */
+    const float *q = b->a->q + ((size_t)t * HQ + (size_t)g * G) * D;
     nb_route route = NB_ROUTE_QUANT;
     if (c->kv_type == NB_TYPE_F16) {
-        nb_round_fp16(qr, (int64_t)R * D);
+        memcpy(qr, q, sizeof(float) * (size_t)G * D);
+        nb_round_fp16(qr, (int64_t)G * D);
+        q = qr;
         if (sq->n == 1) route = NB_ROUTE_VEC;
     }
-    nb_matmul_ex(pool, c->kv_type, kv_head(c, c->k_cache, b->il, g) + (size_t)lo32 * c->kv_row_bytes, 0, nk, D, qr, R,
+    nb_matmul_ex(pool, c->kv_type, kv_head(c, c->k_cache, b->il, g) + (size_t)lo32 * c->kv_row_bytes, 0, nk, D, q, G,
                  scores, route);
-    for (int r = 0; r < R; r++) {
-        const int pos = pos0 + r / G, lo = ATT_LO(pos);
+    for (int r = 0; r < G; r++) {
         float *s = scores + (size_t)r * nk, mx = -INFINITY;
         if (a->attn_softcap)
             for (int j = 0; j < nk; j++) s[j] = tanhf(s[j] * (1.0f / a->attn_softcap)) * a->attn_softcap;
@@ -378,48 +370,26 @@ static void attend_block(const batch *b, const seq *sq, nb_pool *pool, int t0, i
         for (int j = 0; j < nk; j++) s[j] *= inv;
         if (c->kv_type == NB_TYPE_F16) nb_round_fp16(s, nk);
     }
-#undef ATT_LO
     nb_matmul_ex(pool, c->kv_type, kv_head(c, c->v_cache, b->il, g) + (size_t)lo32 * esz, (size_t)c->n_cells * esz, D,
-                 nk, scores, R, out, route);
-    for (int i = 0; i < nt; i++)
-        memcpy(b->a->att + ((size_t)(t0 + i) * HQ + (size_t)g * G) * D, out + (size_t)i * G * D, sizeof(float) * (size_t)G * D);
+                 nk, scores, G, b->a->att + ((size_t)t * HQ + (size_t)g * G) * D, route);
 }
 
-/* Block k of the batch (ATT_BLOCK tokens of one sequence, the last of each sequence shorter): its
- * sequence, first row and length. */
-static const seq *block_of(const batch *b, int64_t k, int *t0, int *nt) {
-    for (int i = 0;; i++) {
-        const int nb = (b->s[i].n + ATT_BLOCK - 1) / ATT_BLOCK;
-        if (k < nb) {
-            *t0 = b->s[i].row0 + (int)k * ATT_BLOCK;
-            *nt = b->s[i].row0 + b->s[i].n - *t0 < ATT_BLOCK ? b->s[i].row0 + b->s[i].n - *t0 : ATT_BLOCK;
-            return &b->s[i];
-        }
-        k -= nb;
-    }
-}
-
-static int64_t n_blocks(const batch *b) {
-    int64_t n = 0;
-    for (int i = 0; i < b->n_seq; i++) n += (b->s[i].n + ATT_BLOCK - 1) / ATT_BLOCK;
-    return n;
-}
-
-/* The work items (block, kv head) split evenly over the threads, chunk i on thread i with its own
- * slice of the block's context's scratch (every context of a batch shares the pool, so each has a
+/* The work items (row, kv head) split evenly over the threads, chunk i on thread i with its own
+ * slice of the row's context's scratch (every context of a batch shares the pool, so each has a
  * slice per thread), each product on that thread. */
 static void attend_chunk(void *arg, int64_t i0, int64_t i1) {
     const batch *b = arg;
     const nb_model_info *in = &b->a->m->info;
     const int HK = in->n_head_kv;
-    const int64_t T = nb_pool_threads(b->a->pool), W = n_blocks(b) * HK;
-    for (int64_t i = i0; i < i1; i++)
+    const int64_t T = nb_pool_threads(b->a->pool), W = (int64_t)b->n * HK;
+    for (int64_t i = i0; i < i1; i++) {
+        const seq *sq = seq_of(b, 0, i * W / T / HK);
         for (int64_t w = i * W / T; w < (i + 1) * W / T; w++) {
-            int t0, nt;
-            const seq *sq = block_of(b, w / HK, &t0, &nt);
+            sq = seq_of(b, (int)(sq - b->s), w / HK);
             float *scratch = sq->c->scores + (size_t)i * ATT_SCRATCH(in->n_head / HK, sq->c->n_cells, in->head_dim);
-            attend_block(b, sq, NULL, t0, nt, (int)(w % HK), scratch);
+            attend_one(b, sq, NULL, (int)(w / HK), (int)(w % HK), scratch);
         }
+    }
 }
 
 /* Attention for the batch: with fewer work items than threads (decode) each item's products use
@@ -427,12 +397,11 @@ static void attend_chunk(void *arg, int64_t i0, int64_t i1) {
 static nb_status attend(batch *b) {
     const int HK = b->a->m->info.n_head_kv;
     nb_pool *pool = b->a->pool;
-    const int64_t W = n_blocks(b) * HK;
-    if (W >= nb_pool_threads(pool)) return nb_pool_for(pool, nb_pool_threads(pool), 1, attend_chunk, b);
-    for (int64_t w = 0; w < W; w++) {
-        int t0, nt;
-        const seq *sq = block_of(b, w / HK, &t0, &nt);
-        attend_block(b, sq, pool, t0, nt, (int)(w % HK), sq->c->scores);
+    if ((int64_t)b->n * HK >= nb_pool_threads(pool)) return nb_pool_for(pool, nb_pool_threads(pool), 1, attend_chunk, b);
+    const seq *sq = b->s;
+    for (int w = 0; w < b->n * HK; w++) {
+        sq = seq_of(b, (int)(sq - b->s), w / HK);
+        attend_one(b, sq, pool, w / HK, w % HK, sq->c->scores);
     }
     return NB_OK;
 }
