@@ -2,6 +2,8 @@
 # Default build runs on any x86-64: ISA-specific sources get their own flags and are chosen at run
 # time (src/base/cpu.c), never by compiling for the build machine.
 
+.DEFAULT_GOAL := all # the DEPS rule below comes first
+
 CC      ?= cc
 PREFIX  ?= /usr/local
 BUILD   ?= build

@@ -329,6 +329,20 @@ def near_tie_split(a, b, gap=0.25):
     return len(a) == len(b), None
 
 
+def open_stream(srv):
+    """A raw socket on a long streamed completion, once its first 3 events have arrived."""
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=120)
+    req = json.dumps({"prompt": "Once upon a time", "max_tokens": 400, "stream": True, "ignore_eos": True})
+    s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(req)}\r\n\r\n{req}").encode())
+    got = b""
+    while got.count(b"data: ") < 3:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    return s
+
+
 def test_concurrency(tl, srv):
     """8 clients at once, then each request alone (temperature 0). Batching changes the order of
     the sums of a row (docs/KERNELS.md; as llama.cpp's batched decode does), so a reply may part
@@ -364,15 +378,7 @@ def test_concurrency(tl, srv):
     tl.check(close == 8, "each concurrent reply is the lone one, or parts from it at a near tie", f"{close}/8")
     # a long prompt arriving while a slot decodes is fed in chunks of at most n_batch / 4 = 128
     # rows, each beside the decoding slot's next token: 481 tokens take at least 4 mixed steps
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=120)
-    req = json.dumps({"prompt": "Once upon a time", "max_tokens": 400, "stream": True, "ignore_eos": True})
-    s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(req)}\r\n\r\n{req}").encode())
-    got = b""
-    while got.count(b"data: ") < 3:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        got += chunk
+    s = open_stream(srv)
     mixed = srv.metric("nibble_steps_mixed_total")
     st, reply = srv.request("POST", "/v1/completions", {"prompt": [2] + [9259] * 480, "max_tokens": 1})
     mixed = srv.metric("nibble_steps_mixed_total") - mixed
@@ -382,15 +388,7 @@ def test_concurrency(tl, srv):
     srv.wait_metric("nibble_requests_processing", lambda v: v == 0)
     # a client that disconnects mid-stream frees its slot
     before = srv.metric("nibble_tokens_predicted_total")
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=120)
-    req = json.dumps({"prompt": "Once upon a time", "max_tokens": 400, "stream": True, "ignore_eos": True})
-    s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(req)}\r\n\r\n{req}").encode())
-    got = b""
-    while got.count(b"data: ") < 3:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        got += chunk
+    s = open_stream(srv)
     s.close()
     busy = srv.wait_metric("nibble_requests_processing", lambda v: v == 0)
     made = srv.metric("nibble_tokens_predicted_total") - before
