@@ -1,13 +1,15 @@
 """nibble against llama.cpp (llama-cpp-python) on the same GGUF, same threads, alternating runs.
 
 For each engine and run, a fresh process: load the model, evaluate the prompt once to warm up (as
-llama-bench does) and forget it, evaluate a prompt of P tokens in one call (prefill, "ppP"), then generate G tokens greedily one at a time ("tgG"), ignoring end-of-sequence.
+llama-bench does) and forget it, evaluate the P-token prompt in one call (prefill, "ppP"), then
+generate G tokens greedily one at a time ("tgG"), ignoring end-of-sequence.
 Prints tokens/s (median, min..max over runs), the nibble/llama.cpp ratio, time to first token
 (prefill plus the first sampled token) and peak resident memory of the process (both processes
 carry the same Python + numpy overhead). Any GGUF both engines load will do: the prompt is the
 model's BOS token and random ids of its own vocabulary (read once by llama.cpp's vocab-only load).
 Usage:
   build/venv/bin/python bench/vs_llama.py [-m MODEL] [-t 1,2] [-p 512] [-n 128] [-r 5] [-o md|json] [--flash-attn]
+      [--llama-bench PATH]
 Run it with and without --flash-attn: llama.cpp's best of the two is the figure to beat.
 --llama-bench PATH measures the llama.cpp side with its own llama-bench instead (a native build:
 scripts/build-llama-tools.sh; llama-cpp-python's wheel is the portable AVX2 build the parity tests
@@ -123,8 +125,7 @@ def main():
         a.model = subprocess.run(["bash", os.path.join(ROOT, "scripts/fetch-model.sh")], check=True,
                                  capture_output=True, text=True).stdout.strip().splitlines()[-1]
     if a.child == "llama" and a.llama_bench:
-        a.threads = int(a.threads)
-        llama_bench(a, a.threads)
+        llama_bench(a, int(a.threads))
         return
     if a.child:
         n_vocab, bos = (int(x) for x in a.vocab.split(","))
