@@ -254,6 +254,15 @@ uint64_t arg_peak_rss(void) {
     return (uint64_t)ru.ru_maxrss * 1024;
 }
 
+void arg_cache_apply(const arg_cache *c, int *type_k, int *type_v, int *flash_attn, int *swa_full) {
+    static const int types[] = {NB_TYPE_F16, NB_TYPE_F32, NB_TYPE_BF16, NB_TYPE_Q8_0, NB_TYPE_Q4_0}; /* ARG_CACHE_TYPES */
+    static const int fa[] = {NB_FA_AUTO, NB_FA_ON, NB_FA_OFF};
+    *type_k = types[c->k];
+    *type_v = types[c->v];
+    *flash_attn = fa[c->fa];
+    if (swa_full) *swa_full = c->swa_full;
+}
+
 double arg_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -73,6 +73,22 @@ typedef struct arg_opt {
 /* -ngl as llama.cpp's users type it; a CPU engine has no layers to offload. */
 #define OPT_NGL OPT_IGNORED("-ngl|--gpu-layers|--n-gpu-layers", "nibble runs on the CPU")
 
+/* The KV cache's options as llama.cpp spells them; arg_cache_apply turns the choices into
+ * nb_ctx_params' values. */
+typedef struct arg_cache {
+    int k, v, fa, swa_full;
+} arg_cache;
+#define ARG_CACHE_TYPES "f16|f32|bf16|q8_0|q4_0"
+#define OPT_CACHE(c)                                                                                                   \
+    OPT_CHOICE("-ctk|--cache-type-k", &(c)->k, ARG_CACHE_TYPES), OPT_CHOICE("-ctv|--cache-type-v", &(c)->v, ARG_CACHE_TYPES), \
+        OPT_CHOICE("-fa|--flash-attn", &(c)->fa, "auto|on|off"), OPT_FLAG("--swa-full", &(c)->swa_full)
+#define ARG_CACHE_USAGE                                                                                                \
+    "  -ctk, --cache-type-k T    K cache cells: f16 (default), f32, bf16, q8_0, q4_0\n"                              \
+    "  -ctv, --cache-type-v T    V cache cells, the same types\n"                                                      \
+    "  -fa, --flash-attn M       auto (default), on (fused attention), off (llama.cpp's unfused order; f16/f32)\n"    \
+    "  --swa-full                sliding-window layers keep every position (default: the window, in a ring)\n"
+void arg_cache_apply(const arg_cache *c, int *type_k, int *type_v, int *flash_attn, int *swa_full);
+
 typedef struct arg_spec {
     const char *cmd;   /* "run", "bench roofline": messages start "nibble CMD: " */
     const char *usage; /* the whole usage text, ending in a newline */

@@ -16,6 +16,7 @@
 typedef struct ppl_opts {
     const char *model, *file, *save, *base;
     int n_ctx, n_batch, n_threads, n_chunks, top_k, kv_f32, json;
+    arg_cache cache;
 } ppl_opts;
 
 static const char USAGE[] =
@@ -31,7 +32,8 @@ static const char USAGE[] =
     "  --top-k K              probabilities kept per position by --save-logits (default 64, max 1024)\n"
     "  --kld FILE             compare with a --save-logits file: KL divergence, same top token, dp;\n"
     "                         scores the file's tokens and window (no -f)\n"
-    "  --kv-f32               F32 KV cache (default F16)\n"
+    ARG_CACHE_USAGE
+    "  --kv-f32               F32 KV cache (-ctk f32 -ctv f32)\n"
     "  --json                 results as one JSON object on stdout\n"
     "  -ngl N                 accepted and ignored (nibble runs on the CPU)\n";
 
@@ -50,6 +52,7 @@ static int parse(int argc, char **argv, ppl_opts *o) {
         OPT_STR("--save-logits", &o->save),
         OPT_INT("--top-k", &o->top_k, 1, 1024),
         OPT_STR("--kld", &o->base),
+        OPT_CACHE(&o->cache),
         OPT_FLAG("--kv-f32", &o->kv_f32),
         OPT_FLAG("--json", &o->json),
         OPT_NGL,
@@ -200,7 +203,8 @@ int cmd_perplexity(int argc, char **argv) {
         goto out;
     }
     cp.n_batch = o.n_batch;
-    cp.kv_f32 = o.kv_f32;
+    arg_cache_apply(&o.cache, &cp.type_k, &cp.type_v, &cp.flash_attn, &cp.swa_full);
+    if (o.kv_f32) cp.type_k = cp.type_v = NB_TYPE_F32;
     cp.n_threads = o.n_threads;
     if ((s = nb_ctx_create(m, &cp, &ctx))) {
         rc = arg_status(s);
@@ -208,8 +212,9 @@ int cmd_perplexity(int argc, char **argv) {
     }
     const int threads = o.n_threads > 0 ? o.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (o.file)
-        fprintf(stderr, "perplexity: %s: %zu token%s, window %d, %d thread%s, %s KV cache\n", o.file, n_ids,
-                nb_plural((long long)n_ids), pp.n_ctx, threads, nb_plural(threads), o.kv_f32 ? "f32" : "f16");
+        fprintf(stderr, "perplexity: %s: %zu token%s, window %d, %d thread%s, K/V cells %s/%s\n", o.file,
+                n_ids, nb_plural((long long)n_ids), pp.n_ctx, threads, nb_plural(threads), nb_type_name(cp.type_k),
+                nb_type_name(cp.type_v));
     progress pr = {arg_now(), arg_now(), isatty(2), 0};
     pp.progress = on_window;
     pp.user = &pr;

@@ -29,6 +29,7 @@ typedef struct run_opts {
     const char *model, *prompt, *file, *system, *chat_template;
     int n_predict, n_threads, n_ctx, n_batch, chat, kv_f32, no_escape, ignore_eos, verbose_prompt;
     arg_strs stop;
+    arg_cache cache;
     nb_sampler_params sp;
 } run_opts;
 
@@ -81,7 +82,8 @@ static const char USAGE[] =
     "  --chat-template NAME      the template for --chat instead of the file's (llama.cpp's names:\n"
     "                            gemma, llama3, chatml, phi3, llama2, mistral-v7, ...; a bad name lists them)\n"
     "  -sys, --system TEXT       system text for --chat (placed as the template places it)\n"
-    "  --kv-f32                  F32 KV cache (default F16)\n"
+    ARG_CACHE_USAGE
+    "  --kv-f32                  F32 KV cache (-ctk f32 -ctv f32)\n"
     "  --no-escape               take \\n, \\t, \\xHH ... in the prompt literally\n"
     "  --ignore-eos              keep generating past end-of-turn/end-of-sequence (benchmarks)\n"
     "  --verbose-prompt          print the token ids of every prompt (and chat turn) to stderr\n"
@@ -114,6 +116,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         OPT_STR("-sys|--system|--system-prompt", &o->system),
         OPT_FLAG("-cnv|--chat|--conversation", &o->chat),
         OPT_STR("--chat-template", &o->chat_template),
+        OPT_CACHE(&o->cache),
         OPT_FLAG("--kv-f32", &o->kv_f32),
         OPT_FLAG("--no-escape", &o->no_escape),
         OPT_FLAG("--ignore-eos", &o->ignore_eos),
@@ -394,7 +397,8 @@ int cmd_run(int argc, char **argv) {
     }
     cp.n_ctx = o.n_ctx ? o.n_ctx : in->n_ctx_train;
     cp.n_batch = o.n_batch;
-    cp.kv_f32 = o.kv_f32;
+    arg_cache_apply(&o.cache, &cp.type_k, &cp.type_v, &cp.flash_attn, &cp.swa_full);
+    if (o.kv_f32) cp.type_k = cp.type_v = NB_TYPE_F32;
     cp.n_threads = o.n_threads;
     if ((s = nb_ctx_create(r.m, &cp, &r.ctx)) || (s = nb_sampler_create(&o.sp, in->n_vocab, &r.smp))) {
         rc = arg_status(s);
@@ -434,9 +438,9 @@ int cmd_run(int argc, char **argv) {
     if (interrupted && !rc) rc = 128 + SIGINT;
     fflush(stdout);
     const int threads = cp.n_threads > 0 ? cp.n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    fprintf(stderr, "\n%s: %d layers, %d thread%s, %s KV cache, context %d, seed %llu\n",
+    fprintf(stderr, "\n%s: %d layers, %d thread%s, K/V cells %s/%s, context %d, seed %llu\n",
             arg_safe(0, in->name[0] ? in->name : in->arch), in->n_layer, threads, nb_plural(threads),
-            o.kv_f32 ? "f32" : "f16", cp.n_ctx, (unsigned long long)o.sp.seed);
+            nb_type_name(cp.type_k), nb_type_name(cp.type_v), cp.n_ctx, (unsigned long long)o.sp.seed);
     fprintf(stderr, "load:          %8.1f ms\n", 1e3 * t_load);
     const nb_gen_stats *st = nb_gen_get_stats(r.gen);
     fprintf(stderr, "prompt:        %8lld tokens  %8.2f tokens/s\n", (long long)st->n_prompt,

@@ -24,7 +24,8 @@ static const char USAGE[] =
     "  -t, --threads N           threads (default: all CPUs)\n"
     "  --api-key KEY             require 'Authorization: Bearer KEY' (every route but /health)\n"
     "  --chat-template NAME      the template of /v1/chat/completions instead of the file's\n"
-    "  --kv f16|f32              KV cache type (default f16)\n"
+    ARG_CACHE_USAGE
+    "  --kv T                    both cache types at once (-ctk T -ctv T)\n"
     "  --timeout S               close a connection idle for S seconds (default 600)\n"
     "  --queue N                 requests waiting for a slot before 503 (default 64)\n"
     "  -ngl N                    accepted and ignored (nibble runs on the CPU)\n"
@@ -33,7 +34,8 @@ static const char USAGE[] =
 
 int cmd_serve(int argc, char **argv) {
     nb_serve_params p = nb_serve_default_params();
-    int kv = 0;
+    int kv = -1;
+    arg_cache cache = {0};
     arg_opt opts[] = {
         OPT_STR("-m|--model", &p.model),
         OPT_STR("--host", &p.host),
@@ -44,7 +46,8 @@ int cmd_serve(int argc, char **argv) {
         OPT_THREADS(&p.n_threads),
         OPT_STR("--api-key", &p.api_key),
         OPT_STR("--chat-template", &p.chat_template),
-        OPT_CHOICE("--kv", &kv, "f16|f32"),
+        OPT_CACHE(&cache),
+        OPT_CHOICE("--kv", &kv, ARG_CACHE_TYPES),
         OPT_INT("--timeout", &p.timeout_s, 1, 86400),
         OPT_INT("--queue", &p.n_queue, 1, 1 << 16),
         OPT_NGL,
@@ -57,7 +60,8 @@ int cmd_serve(int argc, char **argv) {
         return arg_usage_error(&spec, "--chat-template '%s' is none of %s", arg_safe(0, p.chat_template),
                                nb_chat_template_list());
     if (p.api_key && !*p.api_key) return arg_usage_error(&spec, "--api-key is empty");
-    p.kv_f32 = kv == 1;
+    if (kv >= 0) cache.k = cache.v = kv;
+    arg_cache_apply(&cache, &p.type_k, &p.type_v, &p.flash_attn, &p.swa_full);
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);

@@ -549,10 +549,17 @@ NB_API const nb_model_info *nb_model_get_info(const nb_model *m);
 NB_API const nb_tokenizer *nb_model_tokenizer(const nb_model *m);
 NB_API const nb_gguf *nb_model_gguf(const nb_model *m);
 
+enum { NB_FA_AUTO = -1, NB_FA_OFF = 0, NB_FA_ON = 1 };
+
 typedef struct nb_ctx_params {
     int n_ctx;       /* positions the KV cache holds (default 4096, capped at the training context) */
     int n_batch;     /* tokens per prefill step (default 512) */
-    int kv_f32;      /* 1: F32 KV cache; 0: F16 (default, as llama.cpp) */
+    int type_k;      /* KV cell types (nb_type): NB_TYPE_F16 (default, as llama.cpp), F32, BF16, */
+    int type_v;      /*   Q8_0 or Q4_0; llama.cpp's -ctk / -ctv */
+    int flash_attn;  /* NB_FA_AUTO (default), NB_FA_ON: fused attention with an online softmax;
+                      * NB_FA_OFF: llama.cpp's unfused order (F16 and F32 cells only) */
+    int swa_full;    /* 1: sliding-window layers keep every position (llama.cpp's --swa-full); 0
+                      * (default): only the window plus a batch, in a ring */
     int n_threads;   /* pool size when pool is NULL (<= 0: one per CPU) */
     nb_pool *pool;   /* optional shared pool (not owned) */
 } nb_ctx_params;

@@ -266,12 +266,12 @@ static nb_model *model;
 static int32_t ids[2048];
 static size_t n_ids;
 
-static nb_ctx *make_ctx(int threads, int kv_f32) {
+static nb_ctx *make_ctx(int threads, int kv_type) {
     nb_ctx_params cp = nb_ctx_default_params();
     cp.n_ctx = WIN;
     cp.n_batch = 64;
     cp.n_threads = threads;
-    cp.kv_f32 = kv_f32;
+    cp.type_k = cp.type_v = kv_type;
     nb_ctx *c = NULL;
     nb_status s = nb_ctx_create(model, &cp, &c);
     CHECK(!s, "context: %s", nb_last_error());
@@ -290,7 +290,7 @@ static nb_ppl_result base; /* the model on the prose, with saved distributions *
 
 TEST(model_perplexity) {
     if (!model) SKIP("Gemma 3 270M Q4_K_M not found (set NIBBLE_MODEL)");
-    nb_ctx *c = make_ctx(2, 0);
+    nb_ctx *c = make_ctx(2, NB_TYPE_F16);
     if (!c) return;
     nb_ppl_params p = params();
     p.save_path = tmp_path("base.lp");
@@ -320,7 +320,7 @@ TEST(model_perplexity) {
 TEST(model_kld_self) {
     if (!model) SKIP("Gemma 3 270M Q4_K_M not found (set NIBBLE_MODEL)");
     if (!base.count) SKIP("no base file");
-    nb_ctx *c = make_ctx(1, 0); /* another thread count: results must not move */
+    nb_ctx *c = make_ctx(1, NB_TYPE_F16); /* another thread count: results must not move */
     if (!c) return;
     nb_ppl_params p = params();
     p.n_ctx = 0;
@@ -341,7 +341,7 @@ TEST(model_kld_self) {
 TEST(model_kld_f32_cache) {
     if (!model) SKIP("Gemma 3 270M Q4_K_M not found (set NIBBLE_MODEL)");
     if (!base.count) SKIP("no base file");
-    nb_ctx *c = make_ctx(2, 1);
+    nb_ctx *c = make_ctx(2, NB_TYPE_F32);
     if (!c) return;
     nb_ppl_params p = params();
     p.n_ctx = 0;
@@ -371,7 +371,7 @@ TEST(model_records) {
     const int V = nb_model_get_info(model)->n_vocab;
     CHECK(rd->h.n_vocab == V && rd->h.n_ctx == WIN && rd->h.n_chunks == WINDOWS && rd->h.top_k == 32, "header");
     CHECK(!memcmp(rd->tokens, ids, sizeof(int32_t) * WIN * WINDOWS), "tokens differ from the text's");
-    nb_ctx *c = make_ctx(2, 0);
+    nb_ctx *c = make_ctx(2, NB_TYPE_F16);
     float *logits = malloc(sizeof(float) * (size_t)V * WIN);
     int32_t win[WIN];
     memcpy(win, ids + WIN, sizeof win);
@@ -411,7 +411,7 @@ TEST(model_records) {
 
 TEST(model_refusals) {
     if (!model) SKIP("Gemma 3 270M Q4_K_M not found (set NIBBLE_MODEL)");
-    nb_ctx *c = make_ctx(2, 0);
+    nb_ctx *c = make_ctx(2, NB_TYPE_F16);
     if (!c) return;
     nb_ppl_params p = params();
     nb_ppl_result r;

@@ -123,7 +123,8 @@ struct nb_ctx {
 #define ATT_SCRATCH(G, n_cells, D) ((size_t)(G) * (size_t)(n_cells) + (size_t)(G) * (size_t)(D))
 
 nb_ctx_params nb_ctx_default_params(void) {
-    nb_ctx_params p = {.n_ctx = 4096, .n_batch = 512, .kv_f32 = 0, .n_threads = 0, .pool = NULL};
+    nb_ctx_params p = {.n_ctx = 4096, .n_batch = 512, .type_k = NB_TYPE_F16, .type_v = NB_TYPE_F16,
+                       .flash_attn = NB_FA_AUTO, .swa_full = 0, .n_threads = 0, .pool = NULL};
     return p;
 }
 
@@ -149,8 +150,13 @@ static nb_status ctx_layout_of(const nb_model *m, const nb_ctx_params *p, int n_
     l->n_ctx = p->n_ctx;
     l->n_batch = p->n_batch < p->n_ctx ? p->n_batch : p->n_ctx;
     l->n_cells = (p->n_ctx + 31) & ~31;
-    l->kv_type = p->kv_f32 ? NB_TYPE_F32 : NB_TYPE_F16;
-    l->kv_row_bytes = (size_t)in->head_dim * (p->kv_f32 ? 4 : 2);
+    if ((p->type_k != NB_TYPE_F16 && p->type_k != NB_TYPE_F32) || p->type_v != p->type_k)
+        return nb_fail(NB_ERR_UNSUPPORTED, "context: K/V cells %s/%s: this build holds f16/f16 or f32/f32",
+                       nb_type_name(p->type_k) ? nb_type_name(p->type_k) : "?",
+                       nb_type_name(p->type_v) ? nb_type_name(p->type_v) : "?");
+    if (p->flash_attn == NB_FA_ON) return nb_fail(NB_ERR_UNSUPPORTED, "context: fused attention (-fa on) is not built yet");
+    l->kv_type = p->type_k;
+    l->kv_row_bytes = (size_t)in->head_dim * (p->type_k == NB_TYPE_F32 ? 4 : 2);
     /* sizes: the model's hyperparameters are bounded at load, n_ctx and n_batch here */
     const size_t B = (size_t)l->n_batch, E = in->n_embd, D = in->head_dim, F = in->n_ff;
     const size_t Q = (size_t)in->n_head * D, KV = (size_t)in->n_head_kv * D, G = (size_t)(in->n_head / in->n_head_kv);

@@ -84,7 +84,10 @@ nb_status sv_sched_create(nb_model *m, const nb_serve_params *p, pthread_mutex_t
     nb_ctx_params cp = nb_ctx_default_params();
     cp.n_ctx = p->n_ctx;
     cp.n_batch = p->n_batch;
-    cp.kv_f32 = p->kv_f32;
+    cp.type_k = p->type_k;
+    cp.type_v = p->type_v;
+    cp.flash_attn = p->flash_attn;
+    cp.swa_full = p->swa_full;
     cp.pool = s->pool;
     for (int i = 0; !st && i < s->n_slots; i++) {
         slot *sl = &s->slots[i];

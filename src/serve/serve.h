@@ -24,7 +24,9 @@ typedef struct nb_serve_params {
     int n_ctx;                 /* positions per slot (-c, default 4096; 0: the training context) */
     int n_batch;               /* rows per step (-b, default 512) */
     int n_threads;             /* <= 0: one per CPU */
-    int kv_f32;
+    int type_k, type_v;        /* KV cells (-ctk / -ctv, nb_ctx_params's) */
+    int flash_attn;            /* -fa: NB_FA_AUTO, NB_FA_ON, NB_FA_OFF */
+    int swa_full;              /* --swa-full */
     int n_queue;               /* requests waiting for a slot before 503 (default 64) */
     int timeout_s;             /* idle seconds before a connection is closed (default 600) */
     const char *api_key;       /* NULL: none */

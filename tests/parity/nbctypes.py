@@ -6,8 +6,8 @@ import numpy as np
 
 
 class CtxParams(ctypes.Structure):
-    _fields_ = [("n_ctx", ctypes.c_int), ("n_batch", ctypes.c_int), ("kv_f32", ctypes.c_int),
-                ("n_threads", ctypes.c_int), ("pool", ctypes.c_void_p)]
+    _fields_ = [(f, ctypes.c_int) for f in ("n_ctx", "n_batch", "type_k", "type_v", "flash_attn", "swa_full",
+                                            "n_threads")] + [("pool", ctypes.c_void_p)]
 
 
 class ModelInfo(ctypes.Structure):
@@ -79,12 +79,16 @@ def chat_apply(lib, tid, msgs, add_ass):
 class Model:
     """A nibble model and one context; eval() returns logits as float32 rows."""
 
-    def __init__(self, path, n_ctx=1024, n_threads=2, kv_f32=False):
+    def __init__(self, path, n_ctx=1024, n_threads=2, kv_f32=False, flash_attn=None):
         self.lib = load_lib()
         self.m = ctypes.c_void_p()
         self._check(self.lib.nb_model_load(path.encode(), ctypes.byref(self.m)), "load")
         p = self.lib.nb_ctx_default_params()
-        p.n_ctx, p.n_threads, p.kv_f32 = n_ctx, n_threads, int(kv_f32)
+        p.n_ctx, p.n_threads = n_ctx, n_threads
+        if kv_f32:
+            p.type_k = p.type_v = 0  # NB_TYPE_F32
+        if flash_attn is not None:
+            p.flash_attn = int(flash_attn)
         self.c = ctypes.c_void_p()
         self._check(self.lib.nb_ctx_create(self.m, ctypes.byref(p), ctypes.byref(self.c)), "context")
         self.info = self.lib.nb_model_get_info(self.m).contents
