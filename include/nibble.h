@@ -891,7 +891,9 @@ NB_API nb_status nb_imatrix_collect(nb_ctx *c, nb_imatrix *im, const int32_t *to
 NB_API nb_status nb_batch_eval(nb_ctx *const *ctxs, const int32_t *const *tokens, const int *n_tokens, int n_seq,
                                float *logits);
 /* Forgets positions n and after, 0 <= n <= nb_ctx_pos (else NB_ERR_RANGE): a prompt that begins
- * with the first n tokens the context holds then evaluates only the rest (prompt reuse). */
+ * with the first n tokens the context holds then evaluates only the rest (prompt reuse). A
+ * sliding-window ring that no longer holds the window before position n forgets everything
+ * (as llama.cpp's window-sized cache must): nb_ctx_pos says what was kept. */
 NB_API nb_status nb_ctx_truncate(nb_ctx *c, int n);
 
 #ifdef __cplusplus

@@ -147,10 +147,9 @@ static nb_status write_family(const char *path, const family *f, enum breakage b
     return s;
 }
 
-/* Logits of tokens 0..n-1 of a fixed sequence, every position; NULL after a failed CHECK. */
-static float *logits_of(const nb_model *m, int n_threads, int n_ctx) {
-    nb_ctx_params p = nb_ctx_default_params();
-    p.n_ctx = n_ctx, p.n_threads = n_threads, p.n_batch = 16;
+/* Logits of tokens 0..n-1 of a fixed sequence, every position, in a context made from p; NULL
+ * after a failed CHECK. n_batch 1 evaluates token by token (decode). */
+static float *logits_with(const nb_model *m, nb_ctx_params p) {
     nb_ctx *c;
     nb_status s = nb_ctx_create(m, &p, &c);
     CHECK(!s, "context: %s", nb_last_error());
@@ -162,7 +161,9 @@ static float *logits_of(const nb_model *m, int n_threads, int n_ctx) {
     int32_t ids[N];
     for (int i = 0; i < N; i++) ids[i] = (int32_t)((i * 5 + 1) % VOCAB);
     float *lg = malloc(sizeof(float) * N * VOCAB);
-    s = lg ? nb_ctx_eval(c, ids, N, lg, 1) : NB_ERR_NOMEM;
+    s = lg ? NB_OK : NB_ERR_NOMEM;
+    for (int i = 0; !s && i < N; i += p.n_batch)
+        s = nb_ctx_eval(c, ids + i, N - i < p.n_batch ? N - i : p.n_batch, lg + (size_t)i * VOCAB, 1);
     CHECK(!s, "eval: %s", nb_last_error());
     nb_ctx_free(c);
     if (s) {
@@ -171,6 +172,12 @@ static float *logits_of(const nb_model *m, int n_threads, int n_ctx) {
     }
     for (int i = 0; i < N * VOCAB; i++) CHECK(isfinite(lg[i]), "logit %d is %g", i, lg[i]);
     return lg;
+}
+
+static float *logits_of(const nb_model *m, int n_threads, int n_ctx) {
+    nb_ctx_params p = nb_ctx_default_params();
+    p.n_ctx = n_ctx, p.n_threads = n_threads, p.n_batch = 16;
+    return logits_with(m, p);
 }
 
 TEST(every_family_runs) {
@@ -198,6 +205,70 @@ TEST(every_family_runs) {
             free(lng);
         }
         free(one), free(two);
+        nb_model_free(m);
+    }
+}
+
+/* The KV cache's routes against llama.cpp's unfused order with F32 cells and every position kept:
+ * the fused attention (online softmax, V rows), sliding layers' rings, token-by-token decode
+ * (whose fused keys split into parts) and F16 cells give the same logits within float rounding
+ * (the weights are F32, so no quantized activation amplifies it; gemma's GELU goes through an
+ * fp16 table, which can), and the thread count changes no bit of any route. BF16 cells run on any
+ * head, Q8_0 and Q4_0 cells on heads of a multiple of 32 elements (qwen3's here), finite and close
+ * to F32 cells; on other heads they are refused naming the head size. */
+TEST(cache_routes_agree) {
+    for (int k = 0; k < N_FAMILIES; k++) {
+        const family *f = &FAMILIES[k];
+        const char *path = tmp_path("family.gguf");
+        CHECK(!write_family(path, f, WHOLE), "%s: write: %s", f->arch, nb_last_error());
+        nb_model *m;
+        if (nb_model_load(path, &m)) {
+            CHECK(0, "%s: load: %s", f->arch, nb_last_error());
+            continue;
+        }
+        nb_ctx_params p = nb_ctx_default_params();
+        p.n_ctx = CTX, p.n_threads = 2, p.n_batch = 16, p.type_k = p.type_v = NB_TYPE_F32, p.flash_attn = NB_FA_OFF;
+        p.swa_full = 1;
+        float *base = logits_with(m, p);
+        const float tol = f->sliding ? 2e-2f : 1e-4f;
+        const struct { int fa, swa_full, n_batch, type; } v[] = {
+            {NB_FA_ON, 1, 16, NB_TYPE_F32}, {NB_FA_OFF, 0, 16, NB_TYPE_F32}, {NB_FA_ON, 0, 16, NB_TYPE_F32},
+            {NB_FA_ON, 0, 1, NB_TYPE_F32},  {NB_FA_OFF, 0, 1, NB_TYPE_F32},  {NB_FA_ON, 0, 16, NB_TYPE_F16},
+        };
+        for (size_t i = 0; base && i < sizeof v / sizeof v[0]; i++) {
+            nb_ctx_params q = p;
+            q.flash_attn = v[i].fa, q.swa_full = v[i].swa_full, q.n_batch = v[i].n_batch, q.type_k = q.type_v = v[i].type;
+            float *lg = logits_with(m, q);
+            q.n_threads = 1;
+            float *one = logits_with(m, q);
+            float worst = 0;
+            for (int j = 0; lg && j < 40 * VOCAB; j++) worst = fmaxf(worst, fabsf(lg[j] - base[j]));
+            const float bound = v[i].type == NB_TYPE_F16 ? 50 * tol : tol;
+            CHECK(lg && worst <= bound, "%s: fa %d, swa_full %d, batch %d, %s cells: logits %g from the base's (bound %g)",
+                  f->arch, v[i].fa, v[i].swa_full, v[i].n_batch, nb_type_name(v[i].type), worst, bound);
+            CHECK(lg && one && !memcmp(lg, one, sizeof(float) * 40 * VOCAB), "%s: variant %zu: 1 and 2 threads differ",
+                  f->arch, i);
+            free(lg), free(one);
+        }
+        const int quant[] = {NB_TYPE_Q8_0, NB_TYPE_Q4_0, NB_TYPE_BF16};
+        for (int i = 0; base && i < 3; i++) {
+            nb_ctx_params q = p;
+            q.type_k = q.type_v = quant[i], q.flash_attn = NB_FA_AUTO;
+            nb_ctx *c = NULL;
+            const nb_status s = nb_ctx_create(m, &q, &c);
+            nb_ctx_free(c);
+            if (f->head_dim % 32 && quant[i] != NB_TYPE_BF16) {
+                CHECK(s == NB_ERR_UNSUPPORTED && strstr(nb_last_error(), "multiple of 32"), "%s: %s cells on heads of %d: %s",
+                      f->arch, nb_type_name(quant[i]), f->head_dim, s ? nb_last_error() : "accepted");
+                continue;
+            }
+            float *lg = logits_with(m, q), worst = 0;
+            for (int j = 0; lg && j < 40 * VOCAB; j++) worst = fmaxf(worst, fabsf(lg[j] - base[j]));
+            CHECK(lg && worst < 0.5f, "%s: %s cells: logits %g from the F32 cells'", f->arch, nb_type_name(quant[i]), worst);
+            if (getenv("NB_TEST_VERBOSE")) printf("%s: %s cells: max |dlogit| %g\n", f->arch, nb_type_name(quant[i]), worst);
+            free(lg);
+        }
+        free(base);
         nb_model_free(m);
     }
 }
@@ -232,6 +303,7 @@ int main(void) {
         return 1;
     }
     RUN(every_family_runs);
+    RUN(cache_routes_agree);
     RUN(broken_files_are_refused_by_name);
     unlink(tmp_path("family.gguf"));
     unlink(tmp_path("broken.gguf"));

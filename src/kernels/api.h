@@ -44,6 +44,11 @@ double nb_softmax_exp(const float *x, float *y, int64_t n, float max);
  * looked up by the input's fp16 value in a table of fp16 results, inputs beyond +-10 bypassing
  * it (ggml's GELU table, built once, equal to libggml-cpu's in all 65536 entries). */
 void nb_swiglu(float *g, const float *u, int64_t n);
+/* The fused attention's weighted sum of values with the active set: for r < rows, d < D,
+ * acc[r*D + d] += sum over j < nk of p[r*ldp + j] * v_j[d], v_j the row of D elements of type
+ * vtype (F32, F16, BF16, Q8_0, Q4_0; D <= 1024, whole blocks) at v + j*vs, decoded exactly, one
+ * fma per row in row order: every set gives the same bits (tested). */
+void nb_attn_pv(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows, float *acc);
 void nb_geglu(float *g, const float *u, int64_t n);
 
 #endif

@@ -105,10 +105,16 @@ typedef struct nb_act_set {
     void (*to_f16)(const float *x, uint16_t *h, int64_t n); /* the same fp16 values' bits */
     double (*softmax_exp)(const float *x, float *y, int64_t n, float max); /* nb_softmax_exp */
     void (*swiglu)(float *g, const float *u, int64_t n);                  /* nb_swiglu */
+    void (*attn_pv)(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows,
+                    float *acc);                                          /* nb_attn_pv */
     const char *name;
 } nb_act_set;
 extern const nb_act_set nb_act_ref, nb_act_avx2;
 void nb_act_q8_0_ref(const float *x, void *dst, int64_t n);
+/* nb_attn_pv: the reference (ref/attn_ref.c) and AVX2's (x86/avx2/attn_avx2.c). */
+#define NB_ATTN_MAX_D 1024 /* the longest head nb_attn_pv takes (model.h's NB_MAX_HEAD_DIM) */
+void nb_attn_pv_ref(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows, float *acc);
+void nb_attn_pv_avx2(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows, float *acc);
 void nb_act_q8_1_ref(const float *x, void *dst, int64_t n);
 
 /* NB_ACT_Q8_0X (not a GGUF type): the Q8_0 activation codes above plus two exact values derived

@@ -30,6 +30,7 @@
 #include "base/threads.h"
 #include "kernels/api.h"
 #include "model/context.h"
+#include "model/kvcache.h"
 #include "model/model.h"
 
 /* ------------------------------------------------------------ small ops */
@@ -104,12 +105,11 @@ struct nb_ctx {
     const nb_model *m;
     nb_pool *pool;
     int own_pool;
-    int n_ctx, n_batch, kv_type; /* kv_type: NB_TYPE_F16 or NB_TYPE_F32 */
-    int n_cells;                 /* cache positions: n_ctx rounded up to 32 (attention reads whole 32s) */
+    int n_ctx, n_batch;
+    int fused;                   /* 1: fused attention (online softmax, V rows); 0: llama.cpp's unfused order */
     int pos;                     /* tokens already in the cache */
-    size_t kv_row_bytes;         /* one cached head row: head_dim elements of kv_type */
-    uint8_t *k_cache;            /* (n_layer, n_head_kv, n_cells, head_dim), zero until written */
-    uint8_t *v_cache;            /* (n_layer, n_head_kv, head_dim, n_cells): transposed */
+    nb_kv kv;                    /* zero until written */
+    uint8_t *mem;                /* the mapping: KV cache, then the arena */
     int long_rope;               /* n_ctx past the original context: LongRoPE's long factors */
     /* activation arena, (n_batch, width) each; t holds a fused product before its split */
     float *x, *h, *q, *k, *v, *att, *o, *g, *u, *t;
@@ -119,8 +119,14 @@ struct nb_ctx {
     size_t arena_bytes;          /* KV cache plus arena, allocated once */
 };
 
-/* Per-thread attention scratch: G score rows of n_cells and G rounded queries. */
+/* Per-thread attention scratch. Unfused: G score rows of n_cells and G rounded queries. Fused: a
+ * tile of FA_TOKENS tokens' G query heads (rows), their scores against FA_KEYS keys, their
+ * accumulators and running maximum and sum. */
 #define ATT_SCRATCH(G, n_cells, D) ((size_t)(G) * (size_t)(n_cells) + (size_t)(G) * (size_t)(D))
+enum { FA_TOKENS = 16, FA_KEYS = 128, FA_SPLIT = 64, FA_PARTS = 8 };
+#define FA_SCRATCH(G, D) ((size_t)FA_TOKENS * (size_t)(G) * (2 * (size_t)(D) + FA_KEYS + 2))
+/* After the threads' scratch: a split decode's parts, per kv head FA_PARTS of G rows. */
+#define FA_SLOTS(HK, G, D) ((size_t)(HK) * FA_PARTS * (size_t)(G) * ((size_t)(D) + 2))
 
 nb_ctx_params nb_ctx_default_params(void) {
     nb_ctx_params p = {.n_ctx = 4096, .n_batch = 512, .type_k = NB_TYPE_F16, .type_v = NB_TYPE_F16,
@@ -133,8 +139,8 @@ nb_ctx_params nb_ctx_default_params(void) {
  * it; the parameters are checked here. */
 enum { N_BUFS = 11 }; /* x, h, q, k, v, att, o, g, u, t, scores */
 typedef struct ctx_layout {
-    int n_ctx, n_batch, n_cells, kv_type;
-    size_t kv_row_bytes, cache;  /* one head row; one of K or V */
+    int n_ctx, n_batch, fused;
+    nb_kv kv;
     size_t floats[N_BUFS];       /* each activation buffer, in floats */
     size_t total;
 } ctx_layout;
@@ -149,14 +155,13 @@ static nb_status ctx_layout_of(const nb_model *m, const nb_ctx_params *p, int n_
     if (p->n_batch < 1 || p->n_batch > 4096) return nb_fail(NB_ERR_RANGE, "context: n_batch %d is outside [1, 4096]", p->n_batch);
     l->n_ctx = p->n_ctx;
     l->n_batch = p->n_batch < p->n_ctx ? p->n_batch : p->n_ctx;
-    l->n_cells = (p->n_ctx + 31) & ~31;
-    if ((p->type_k != NB_TYPE_F16 && p->type_k != NB_TYPE_F32) || p->type_v != p->type_k)
-        return nb_fail(NB_ERR_UNSUPPORTED, "context: K/V cells %s/%s: this build holds f16/f16 or f32/f32",
-                       nb_type_name(p->type_k) ? nb_type_name(p->type_k) : "?",
-                       nb_type_name(p->type_v) ? nb_type_name(p->type_v) : "?");
-    if (p->flash_attn == NB_FA_ON) return nb_fail(NB_ERR_UNSUPPORTED, "context: fused attention (-fa on) is not built yet");
-    l->kv_type = p->type_k;
-    l->kv_row_bytes = (size_t)in->head_dim * (p->type_k == NB_TYPE_F32 ? 4 : 2);
+    if (p->flash_attn != NB_FA_AUTO && p->flash_attn != NB_FA_OFF && p->flash_attn != NB_FA_ON)
+        return nb_fail(NB_ERR_INVALID_ARG, "context: flash_attn %d is none of auto (-1), off (0), on (1)", p->flash_attn);
+    /* auto: the fused attention where V cells are quantized (llama.cpp's unfused order cannot take them) */
+    l->fused = p->flash_attn == NB_FA_ON ||
+               (p->flash_attn == NB_FA_AUTO && p->type_v != NB_TYPE_F16 && p->type_v != NB_TYPE_F32);
+    nb_status s = nb_kv_plan(&l->kv, m, l->n_ctx, l->n_batch, p->type_k, p->type_v, l->fused, p->swa_full);
+    if (s) return s;
     /* sizes: the model's hyperparameters are bounded at load, n_ctx and n_batch here */
     const size_t B = (size_t)l->n_batch, E = in->n_embd, D = in->head_dim, F = in->n_ff;
     const size_t Q = (size_t)in->n_head * D, KV = (size_t)in->n_head_kv * D, G = (size_t)(in->n_head / in->n_head_kv);
@@ -165,11 +170,11 @@ static nb_status ctx_layout_of(const nb_model *m, const nb_ctx_params *p, int n_
         if (m->layers[il].wqkv.name && fused < Q + 2 * KV) fused = Q + 2 * KV;
         if (!m->layers[il].gate.name && fused < 2 * F) fused = 2 * F;
     }
+    const size_t att = l->fused ? FA_SCRATCH(G, D) : ATT_SCRATCH(G, l->kv.n_cells, D);
     const size_t floats[N_BUFS] = {B * E, B * E, B * Q, B * KV, B * KV, B * Q, B * E, B * F, B * F, B * fused,
-                                   (size_t)n_threads * ATT_SCRATCH(G, l->n_cells, D)};
+                                   (size_t)n_threads * att + (l->fused ? FA_SLOTS(in->n_head_kv, G, D) : 0)};
     memcpy(l->floats, floats, sizeof floats);
-    l->cache = (size_t)in->n_layer * in->n_head_kv * (size_t)l->n_cells * l->kv_row_bytes;
-    l->total = 2 * l->cache;
+    l->total = l->kv.bytes;
     for (int i = 0; i < N_BUFS; i++) l->total += aligned64(l->floats[i]);
     return NB_OK;
 }
@@ -179,7 +184,7 @@ nb_status nb_ctx_estimate(const nb_model *m, const nb_ctx_params *p, size_t *kv_
     ctx_layout l;
     nb_status s = ctx_layout_of(m, &d, d.pool ? nb_pool_threads(d.pool) : nb_pool_default_threads(d.n_threads), &l);
     if (s) return s;
-    if (kv_bytes) *kv_bytes = 2 * l.cache;
+    if (kv_bytes) *kv_bytes = l.kv.k_bytes + l.kv.v_bytes;
     if (total_bytes) *total_bytes = l.total;
     return NB_OK;
 }
@@ -203,10 +208,9 @@ nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out)
     }
     ctx_layout_of(m, &d, nb_pool_threads(c->pool), &l);
     c->n_ctx = l.n_ctx;
-    c->n_cells = l.n_cells;
     c->n_batch = l.n_batch;
-    c->kv_type = l.kv_type;
-    c->kv_row_bytes = l.kv_row_bytes;
+    c->fused = l.fused;
+    c->kv = l.kv;
     c->long_rope = d.n_ctx > m->arch.n_ctx_orig; /* llama.cpp: n_ctx_seq > n_ctx_orig_yarn */
     c->arena_bytes = l.total;
     /* anonymous pages: zero until written (attention reads cells past the last position, weighted
@@ -216,10 +220,10 @@ nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out)
         nb_ctx_free(c);
         return nb_fail(NB_ERR_NOMEM, "context: cannot allocate %zu bytes for n_ctx %d", l.total, d.n_ctx);
     }
-    c->k_cache = mem;
-    c->v_cache = mem + l.cache;
+    c->mem = mem;
+    nb_kv_place(&c->kv, mem);
     float **bufs[N_BUFS] = {&c->x, &c->h, &c->q, &c->k, &c->v, &c->att, &c->o, &c->g, &c->u, &c->t, &c->scores};
-    uint8_t *cur = mem + 2 * l.cache;
+    uint8_t *cur = mem + l.kv.bytes;
     for (int i = 0; i < N_BUFS; i++) {
         *bufs[i] = (float *)cur;
         cur += aligned64(l.floats[i]);
@@ -231,7 +235,7 @@ nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out)
 void nb_ctx_free(nb_ctx *c) {
     if (!c) return;
     if (c->own_pool) nb_pool_destroy(c->pool);
-    if (c->k_cache) munmap(c->k_cache, c->arena_bytes);
+    if (c->mem) munmap(c->mem, c->arena_bytes);
     free(c);
 }
 
@@ -248,7 +252,9 @@ void nb_ctx_reset(nb_ctx *c) { c->pos = 0; }
 
 nb_status nb_ctx_truncate(nb_ctx *c, int n) {
     if (n < 0 || n > c->pos) return nb_fail(NB_ERR_RANGE, "context: cannot keep %d positions of %d", n, c->pos);
-    c->pos = n; /* the cells past it are rewritten before attention reads them with a weight */
+    /* the cells past it are rewritten before attention reads them with a weight; a ring that has
+     * overwritten the window before n keeps nothing */
+    c->pos = nb_kv_reusable(&c->kv, c->m->info.sliding_window, n);
     return NB_OK;
 }
 size_t nb_ctx_memory(const nb_ctx *c) { return c->arena_bytes; }
@@ -282,15 +288,6 @@ static const seq *seq_of(const batch *b, int i, int64_t t) {
     return &b->s[i];
 }
 
-/* The cache of layer il, kv head g. K is (position, head_dim): one head's keys form a matrix of
- * n_cells rows that nb_matmul reads in place to score a query. V is stored transposed, (head_dim,
- * position), so that the weighted sum of values is also a matrix product: head_dim rows of
- * n_cells positions, of which a query uses a window (nb_matmul_ex with a row stride). */
-static uint8_t *kv_head(const nb_ctx *c, uint8_t *cache, int il, int g) {
-    const size_t heads = (size_t)c->m->info.n_head_kv;
-    return cache + ((size_t)il * heads + (size_t)g) * (size_t)c->n_cells * c->kv_row_bytes;
-}
-
 /* Per token: q/k head norms, RoPE, q's scale; store k and v at the token's position. */
 static void qk_prepare(void *arg, int64_t t0, int64_t t1) {
     const batch *b = arg;
@@ -321,63 +318,228 @@ static void qk_prepare(void *arg, int64_t t0, int64_t t1) {
         for (int g = 0; g < HK; g++) {
             if (L->k_norm) rmsnorm(k + g * D, k + g * D, L->k_norm, D, in->rms_eps);
             rope(k + g * D, in->n_rot, cs, a->rope);
-            /* the cache holds F32 copies or F16 values (RNE), as llama.cpp's cache copy makes them */
-            nb_quantize(c->kv_type, k + g * D, kv_head(c, c->k_cache, b->il, g) + (size_t)pos * c->kv_row_bytes, D);
-            uint8_t *vt = kv_head(c, c->v_cache, b->il, g);
-            for (int d = 0; d < D; d++) {
-                const float x = v[g * D + d];
-                if (c->kv_type == NB_TYPE_F16) ((uint16_t *)vt)[(size_t)d * c->n_cells + pos] = nb_fp32_to_fp16(x);
-                else ((float *)vt)[(size_t)d * c->n_cells + pos] = x;
-            }
+            nb_kv_store(&c->kv, b->il, g, pos, k + g * D, v + g * D);
         }
+        if (b->il == 0) nb_kv_mark(&c->kv, pos); /* stored in every ring layer before it attends */
     }
 }
 
-/* Attention of token t's query heads of kv head g: scores = K q (nb_matmul over the cached keys,
- * the G query heads as activation rows), softmax, out = V^T p. With an F16 cache the queries and
- * the probabilities are rounded to fp16 first, as llama.cpp does when it multiplies by F16 K and
- * V. The sums follow llama.cpp's (x86 AVX2 build, docs/BENCHMARKS.md "parity"): its products and
- * softmax run over whole chunks of its cache cells (8 and 32), masked cells weighing exactly 0,
- * so the rows here are the cells lo32..hi32 around the visible window lo..pos, rounded out to
- * multiples of 32, the others masked; its exponential (nb_softmax_exp); and, for a batch of one
- * token, the F16 products in its single-row order (NB_ROUTE_VEC) where batches use 8 lanes.
- * scratch: ATT_SCRATCH floats. */
+/* The first position token t of a sequence sees in layer il (its window's start, or 0). */
+static int window_lo(const nb_ctx *c, int il, int pos) {
+    const int w = c->m->info.sliding_window;
+    return c->m->layers[il].sliding && pos - w + 1 > 0 ? pos - w + 1 : 0;
+}
+
+/* Scores of one query row against nk keys from position p0: the softcap and the scale, and -inf
+ * where the key is not visible (outside lo..pos, or a ring cell holding another position). */
+static void scores_finish(const nb_ctx *c, int il, float *s, int nk, int p0, int lo, int pos, int by_cell) {
+    const nb_arch *a = &c->m->arch;
+    if (a->attn_softcap)
+        for (int j = 0; j < nk; j++) s[j] = tanhf(s[j] * (1.0f / a->attn_softcap)) * a->attn_softcap;
+    if (!a->q_prescale)
+        for (int j = 0; j < nk; j++) s[j] *= a->attn_scale;
+    for (int j = 0; j < nk; j++) {
+        const int p = by_cell ? c->kv.ring_pos[j] : p0 + j;
+        if (p < lo || p > pos || !nb_kv_holds(&c->kv, il, p)) s[j] = -INFINITY;
+    }
+}
+
+/* Unfused attention (llama.cpp's order) of token t's query heads of kv head g: scores = K q
+ * (nb_matmul over the cached keys, the G query heads as activation rows), softmax, out = V^T p.
+ * With F16 cells the queries and the probabilities are rounded to fp16 first, as llama.cpp does
+ * when it multiplies by F16 K and V. The sums follow llama.cpp's (x86 AVX2 build,
+ * docs/BENCHMARKS.md "parity"): its products and softmax run over whole chunks of its cache cells
+ * (8 and 32), masked cells weighing exactly 0, so the rows here are the cells lo32..hi32 around
+ * the visible window lo..pos, rounded out to multiples of 32, the others masked (a ring that has
+ * wrapped: all its cells, masked by the positions they hold); its exponential (nb_softmax_exp);
+ * and, for a batch of one token, the F16 products in its single-row order (NB_ROUTE_VEC) where
+ * batches use 8 lanes. scratch: ATT_SCRATCH floats. */
 static void attend_one(const batch *b, const seq *sq, nb_pool *pool, int t, int g, float *scratch) {
     const nb_ctx *c = sq->c;
+    const nb_kv *kv = &c->kv;
     const nb_model_info *in = &c->m->info;
-    const nb_arch *a = &c->m->arch;
-    const nb_layer *L = &c->m->layers[b->il];
-    const int D = in->head_dim, HQ = in->n_head, G = HQ / in->n_head_kv, pos = c->pos + t - sq->row0;
-    const size_t esz = c->kv_row_bytes / (size_t)D;
-    float *scores = scratch, *qr = scratch + (size_t)G * c->n_cells;
-    int lo = 0;
-    if (L->sliding && pos - in->sliding_window + 1 > 0) lo = pos - in->sliding_window + 1;
-    const int lo32 = lo & ~31, nk = ((pos + 32) & ~31) - lo32; /* pos < n_ctx <= n_cells */
+    const int D = in->head_dim, HQ = in->n_head, G = HQ / in->n_head_kv, pos = c->pos + t - sq->row0, il = b->il;
+    const int cells = nb_kv_cells(kv, il);
+    float *scores = scratch, *qr = scratch + (size_t)G * kv->n_cells;
+    const int lo = window_lo(c, il, pos);
+    const int wrapped = kv->ring[il] && c->pos + sq->n > cells; /* cell = position no longer */
+    const int lo32 = wrapped ? 0 : lo & ~31, nk = wrapped ? cells : ((pos + 32) & ~31) - lo32; /* pos < n_cells */
     const float *q = b->a->q + ((size_t)t * HQ + (size_t)g * G) * D;
-    nb_route route = NB_ROUTE_QUANT;
-    if (c->kv_type == NB_TYPE_F16) {
+    const nb_route vec = sq->n == 1 ? NB_ROUTE_VEC : NB_ROUTE_QUANT;
+    if (kv->type_k == NB_TYPE_F16) {
         memcpy(qr, q, sizeof(float) * (size_t)G * D);
         nb_round_fp16(qr, (int64_t)G * D);
         q = qr;
-        if (sq->n == 1) route = NB_ROUTE_VEC;
     }
-    nb_matmul_ex(pool, c->kv_type, kv_head(c, c->k_cache, b->il, g) + (size_t)lo32 * c->kv_row_bytes, 0, nk, D, q, G,
-                 scores, route);
+    nb_matmul_ex(pool, kv->type_k, nb_kv_k(kv, il, g) + (size_t)lo32 * kv->k_row, 0, nk, D, q, G, scores,
+                 kv->type_k == NB_TYPE_F16 ? vec : NB_ROUTE_QUANT);
     for (int r = 0; r < G; r++) {
         float *s = scores + (size_t)r * nk, mx = -INFINITY;
-        if (a->attn_softcap)
-            for (int j = 0; j < nk; j++) s[j] = tanhf(s[j] * (1.0f / a->attn_softcap)) * a->attn_softcap;
-        if (!a->q_prescale)
-            for (int j = 0; j < nk; j++) s[j] *= a->attn_scale;
-        for (int j = 0; j < nk; j++)
-            if (j < lo - lo32 || j > pos - lo32) s[j] = -INFINITY;
+        scores_finish(c, il, s, nk, lo32, lo, pos, wrapped);
         for (int j = 0; j < nk; j++) mx = s[j] > mx ? s[j] : mx;
         const float inv = (float)(1.0 / nb_softmax_exp(s, s, nk, mx));
         for (int j = 0; j < nk; j++) s[j] *= inv;
-        if (c->kv_type == NB_TYPE_F16) nb_round_fp16(s, nk);
+        if (kv->type_v == NB_TYPE_F16) nb_round_fp16(s, nk);
     }
-    nb_matmul_ex(pool, c->kv_type, kv_head(c, c->v_cache, b->il, g) + (size_t)lo32 * esz, (size_t)c->n_cells * esz, D,
-                 nk, scores, G, b->a->att + ((size_t)t * HQ + (size_t)g * G) * D, route);
+    nb_matmul_ex(pool, kv->type_v, nb_kv_v(kv, il, g) + (size_t)lo32 * kv->v_row, (size_t)cells * kv->v_row, D, nk,
+                 scores, G, b->a->att + ((size_t)t * HQ + (size_t)g * G) * D, kv->type_v == NB_TYPE_F16 ? vec : NB_ROUTE_QUANT);
+}
+
+/* ------------------------------------------------------------ fused attention */
+
+/* One work unit of the fused attention: FA_TOKENS (or fewer) consecutive tokens of one sequence,
+ * rows r0 .. r1-1 of the batch, against kv head g, over part `part` of n_part of their keys. */
+typedef struct fa_item {
+    const seq *sq;
+    int r0, r1, g, part, n_part;
+} fa_item;
+
+/* A tile of one token (decode) splits its keys into parts of FA_SPLIT or more (at most FA_PARTS),
+ * so that one sequence's decode step spreads over the threads; how many depends on the keys only,
+ * never on the thread count, so neither do the results. */
+static int fa_parts(const batch *b, const seq *sq, int r0, int r1) {
+    if (r1 - r0 > 1) return 1;
+    const int pos = sq->c->pos + r0 - sq->row0, keys = pos + 1 - window_lo(sq->c, b->il, pos);
+    const int n = keys / FA_SPLIT;
+    return n < 1 ? 1 : n > FA_PARTS ? FA_PARTS : n;
+}
+
+/* Unit u of the batch: the sequences' tiles in order, each tile's kv heads, each head's parts.
+ * Returns the number of units when u is past the last (it then describes nothing). */
+static int64_t fa_unit(const batch *b, int64_t u, fa_item *it) {
+    const int HK = b->a->m->info.n_head_kv;
+    int64_t n = 0;
+    for (int s = 0; s < b->n_seq; s++) {
+        const seq *sq = &b->s[s];
+        for (int r0 = sq->row0; r0 < sq->row0 + sq->n; r0 += FA_TOKENS) {
+            const int r1 = r0 + FA_TOKENS < sq->row0 + sq->n ? r0 + FA_TOKENS : sq->row0 + sq->n;
+            const int np = fa_parts(b, sq, r0, r1);
+            if (u >= n && u < n + (int64_t)HK * np) {
+                *it = (fa_item){sq, r0, r1, (int)((u - n) / np), (int)((u - n) % np), np};
+                return u;
+            }
+            n += (int64_t)HK * np;
+        }
+    }
+    return n;
+}
+
+/* Where a split unit leaves its accumulators, maximum and sum: the context's slots after the
+ * threads' scratch, one per kv head and part (a sequence has at most one one-token tile). */
+static float *fa_slot(const batch *b, const fa_item *it) {
+    const nb_model_info *in = &b->a->m->info;
+    const size_t G = (size_t)(in->n_head / in->n_head_kv), D = (size_t)in->head_dim;
+    return it->sq->c->scores + (size_t)nb_pool_threads(b->a->pool) * FA_SCRATCH(G, D) +
+           ((size_t)it->g * FA_PARTS + (size_t)it->part) * G * (D + 2);
+}
+
+/* Flash attention of one unit: the keys in blocks of FA_KEYS positions (within one run of ring
+ * cells), scores = K q by nb_matmul on the cells' own type (queries rounded to fp16 against F16
+ * cells, quantized to Q8_0 against Q8_0 and Q4_0 cells inside nb_matmul, as llama.cpp's fused
+ * attention converts them), then per query row the online softmax: a new maximum rescales the
+ * accumulator and the running sum, the block's exponentials (nb_softmax_exp) weigh its value rows
+ * (nb_attn_pv). Leaves in `out` the R = tokens x G rows' accumulators (R x D), maxima and sums. */
+static void fa_run(const batch *b, const fa_item *it, float *scratch, float *out) {
+    const nb_ctx *c = it->sq->c;
+    const nb_kv *kv = &c->kv;
+    const nb_model_info *in = &c->m->info;
+    const int D = in->head_dim, HQ = in->n_head, G = HQ / in->n_head_kv, il = b->il, nt = it->r1 - it->r0, R = nt * G;
+    float *qt = scratch, *s = qt + (size_t)FA_TOKENS * G * D, *acc = out, *mx = acc + (size_t)R * D, *l = mx + R;
+    const int pos0 = c->pos + it->r0 - it->sq->row0;
+    for (int i = 0; i < nt; i++)
+        memcpy(qt + (size_t)i * G * D, b->a->q + ((size_t)(it->r0 + i) * HQ + (size_t)it->g * G) * D, sizeof(float) * (size_t)G * D);
+    if (kv->type_k == NB_TYPE_F16) nb_round_fp16(qt, (int64_t)R * D);
+    memset(acc, 0, sizeof(float) * (size_t)R * D);
+    for (int r = 0; r < R; r++) mx[r] = -INFINITY, l[r] = 0;
+    const int lo = window_lo(c, il, pos0), hi = pos0 + nt; /* keys lo .. hi-1 */
+    const int k0 = lo + (int)((int64_t)(hi - lo) * it->part / it->n_part);
+    const int k1 = lo + (int)((int64_t)(hi - lo) * (it->part + 1) / it->n_part);
+    const int cells = nb_kv_cells(kv, il);
+    const uint8_t *K = nb_kv_k(kv, il, it->g), *V = nb_kv_v(kv, il, it->g);
+    for (int p0 = k0; p0 < k1;) {
+        const int cell0 = nb_kv_cell(kv, il, p0);
+        int nk = k1 - p0 < FA_KEYS ? k1 - p0 : FA_KEYS;
+        if (nk > cells - cell0) nk = cells - cell0; /* a ring's run ends at its last cell */
+        nb_matmul_ex(NULL, kv->type_k, K + (size_t)cell0 * kv->k_row, 0, nk, D, qt, R, s, NB_ROUTE_QUANT);
+        for (int r = 0; r < R; r++) {
+            const int pos = pos0 + r / G;
+            float *sr = s + (size_t)r * nk, bm = -INFINITY;
+            scores_finish(c, il, sr, nk, p0, window_lo(c, il, pos), pos, 0);
+            for (int j = 0; j < nk; j++) bm = sr[j] > bm ? sr[j] : bm;
+            if (bm == -INFINITY) { /* nothing visible here: weigh nothing */
+                memset(sr, 0, sizeof(float) * (size_t)nk);
+                continue;
+            }
+            const float m_new = bm > mx[r] ? bm : mx[r], alpha = expf(mx[r] - m_new);
+            l[r] = l[r] * alpha + (float)nb_softmax_exp(sr, sr, nk, m_new);
+            if (alpha != 1.0f)
+                for (int d = 0; d < D; d++) acc[(size_t)r * D + d] *= alpha;
+            mx[r] = m_new;
+        }
+        nb_attn_pv(kv->type_v, V + (size_t)cell0 * kv->v_row, kv->v_row, nk, D, s, (size_t)nk, R, acc);
+        p0 += nk;
+    }
+}
+
+/* A unit's attention output: its parts (slots `stride` floats apart, in part order) merged, each
+ * rescaled to the largest maximum, the accumulators divided by the sum. */
+static void fa_output(const batch *b, const fa_item *it, const float *slot, size_t stride) {
+    const nb_model_info *in = &b->a->m->info;
+    const int D = in->head_dim, HQ = in->n_head, G = HQ / in->n_head_kv, R = (it->r1 - it->r0) * G;
+    for (int r = 0; r < R; r++) {
+        float m = -INFINITY, l = 0;
+        for (int p = 0; p < it->n_part; p++) {
+            const float mp = slot[(size_t)p * stride + (size_t)R * D + (size_t)r];
+            m = mp > m ? mp : m;
+        }
+        float *out = b->a->att + ((size_t)(it->r0 + r / G) * HQ + (size_t)it->g * G + (size_t)(r % G)) * D;
+        memset(out, 0, sizeof(float) * (size_t)D);
+        for (int p = 0; p < it->n_part; p++) {
+            const float *acc = slot + (size_t)p * stride, mp = acc[(size_t)R * D + r], lp = acc[(size_t)R * D + R + r];
+            if (mp == -INFINITY) continue;
+            const float w = expf(mp - m);
+            l += lp * w;
+            for (int d = 0; d < D; d++) out[d] += acc[(size_t)r * D + d] * w;
+        }
+        const float inv = l > 0 ? 1.0f / l : 0.0f;
+        for (int d = 0; d < D; d++) out[d] *= inv;
+    }
+}
+
+typedef struct fa_job {
+    const batch *b;
+    int64_t n_units;
+} fa_job;
+
+/* Task i (one per thread) runs units i, i + T, ... on scratch slice i of the unit's context; a
+ * unit of one part writes its output at once, a split one leaves its part in its slot. */
+static void fa_chunk(void *arg, int64_t i0, int64_t i1) {
+    const fa_job *j = arg;
+    const nb_model_info *in = &j->b->a->m->info;
+    const int64_t T = nb_pool_threads(j->b->a->pool);
+    const int G = in->n_head / in->n_head_kv, D = in->head_dim;
+    for (int64_t i = i0; i < i1; i++)
+        for (int64_t u = i; u < j->n_units; u += T) {
+            fa_item it;
+            fa_unit(j->b, u, &it);
+            float *scratch = it.sq->c->scores + (size_t)i * FA_SCRATCH(G, D);
+            float *out = it.n_part > 1 ? fa_slot(j->b, &it) : scratch + (size_t)FA_TOKENS * G * (D + FA_KEYS);
+            fa_run(j->b, &it, scratch, out);
+            if (it.n_part == 1) fa_output(j->b, &it, out, 0);
+        }
+}
+
+static nb_status attend_fused(batch *b) {
+    const nb_model_info *in = &b->a->m->info;
+    const size_t G = (size_t)(in->n_head / in->n_head_kv), D = (size_t)in->head_dim;
+    fa_item it;
+    fa_job j = {b, fa_unit(b, INT64_MAX, &it)};
+    nb_status s = nb_pool_for(b->a->pool, nb_pool_threads(b->a->pool), 1, fa_chunk, &j);
+    for (int64_t u = 0; !s && u < j.n_units; u++) { /* the split units, merged in part order */
+        fa_unit(b, u, &it);
+        if (it.n_part > 1 && it.part == 0) fa_output(b, &it, fa_slot(b, &it), G * (D + 2));
+    }
+    return s;
 }
 
 /* The work items (row, kv head) split evenly over the threads, chunk i on thread i with its own
@@ -392,15 +554,17 @@ static void attend_chunk(void *arg, int64_t i0, int64_t i1) {
         const seq *sq = seq_of(b, 0, i * W / T / HK);
         for (int64_t w = i * W / T; w < (i + 1) * W / T; w++) {
             sq = seq_of(b, (int)(sq - b->s), w / HK);
-            float *scratch = sq->c->scores + (size_t)i * ATT_SCRATCH(in->n_head / HK, sq->c->n_cells, in->head_dim);
+            float *scratch = sq->c->scores + (size_t)i * ATT_SCRATCH(in->n_head / HK, sq->c->kv.n_cells, in->head_dim);
             attend_one(b, sq, NULL, (int)(w / HK), (int)(w % HK), scratch);
         }
     }
 }
 
-/* Attention for the batch: with fewer work items than threads (decode) each item's products use
+/* Attention for the batch, fused where the arena's context is (every context of a batch is: the
+ * caller checks). Unfused: with fewer work items than threads (decode) each item's products use
  * the whole pool; otherwise items are spread over the threads. */
 static nb_status attend(batch *b) {
+    if (b->a->fused) return attend_fused(b);
     const int HK = b->a->m->info.n_head_kv;
     nb_pool *pool = b->a->pool;
     if ((int64_t)b->n * HK >= nb_pool_threads(pool)) return nb_pool_for(pool, nb_pool_threads(pool), 1, attend_chunk, b);
@@ -593,9 +757,9 @@ nb_status nb_batch_eval(nb_ctx *const *ctxs, const int32_t *const *tokens, const
     for (int i = 0; i < n_seq; i++) {
         nb_ctx *c = ctxs[i];
         if (!c) return nb_fail(NB_ERR_INVALID_ARG, "batch: sequence %d has no context", i);
-        if (c->m != ctxs[0]->m || c->pool != ctxs[0]->pool)
-            return nb_fail(NB_ERR_INVALID_ARG, "batch: sequence %d's context has another model or thread pool than "
-                           "sequence 0's", i);
+        if (c->m != ctxs[0]->m || c->pool != ctxs[0]->pool || c->fused != ctxs[0]->fused)
+            return nb_fail(NB_ERR_INVALID_ARG, "batch: sequence %d's context has another model, thread pool or "
+                           "attention route than sequence 0's", i);
         for (int j = 0; j < i; j++)
             if (ctxs[j] == c) return nb_fail(NB_ERR_INVALID_ARG, "batch: sequences %d and %d share a context", j, i);
         if (n_tokens[i] < 1) return nb_fail(NB_ERR_INVALID_ARG, "batch: sequence %d has %d tokens (at least 1)", i, n_tokens[i]);

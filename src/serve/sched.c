@@ -199,6 +199,7 @@ static int start_job(sv_sched *s, sv_job *j) {
     if (best_k <= 1) best_k = common_prefix(best->cache, nb_ctx_pos(best->ctx), j->prompt, j->n_prompt);
     if ((int)best_k >= j->n_prompt) best_k = (size_t)j->n_prompt - 1;
     nb_ctx_truncate(best->ctx, (int)best_k);
+    best_k = (size_t)nb_ctx_pos(best->ctx); /* less where a sliding-window ring has moved on */
     nb_gen_params gp = nb_gen_default_params();
     gp.n_predict = j->n_predict;
     gp.ignore_eos = j->ignore_eos;

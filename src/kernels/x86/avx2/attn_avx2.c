@@ -1,0 +1,110 @@
+/*
+ * attn_avx2.c: nb_attn_pv (api.h) on AVX2: value rows decoded 8 at a time into f32, then tiles of
+ * 4 output rows x 16 elements held in registers while the 8 rows go by, one fma per row in row
+ * order as the reference (attn_ref.c) takes them, so the bits are the same.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "formats/blocks.h"
+#include "formats/types.h"
+#include "kernels/x86/avx2/avx2.h"
+
+enum { PV_KEYS = 8 };
+
+/* Row j of D elements to f32: F32 and F16 with vector loads and conversions, the blocks as d * q,
+ * BF16 through the type table. */
+static void decode_row(int vtype, const uint8_t *src, float *dst, int D) {
+    if (vtype == NB_TYPE_F32) {
+        memcpy(dst, src, sizeof(float) * (size_t)D);
+    } else if (vtype == NB_TYPE_F16) {
+        int d = 0;
+        for (; d + 8 <= D; d += 8)
+            _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * (size_t)d))));
+        if (d < D) nb_type_traits_get(NB_TYPE_F16)->dequantize(src + 2 * (size_t)d, dst + d, D - d);
+    } else if (vtype == NB_TYPE_Q8_0) {
+        const nb_block_q8_0 *b = (const nb_block_q8_0 *)src;
+        for (int i = 0; i < D / NB_QK8_0; i++) {
+            const __m256 s = _mm256_set1_ps(nb_fp16_to_fp32(b[i].d));
+            for (int k = 0; k < 4; k++) {
+                const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b[i].qs + 8 * k)));
+                _mm256_storeu_ps(dst + 32 * i + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(q), s));
+            }
+        }
+    } else if (vtype == NB_TYPE_Q4_0) {
+        const nb_block_q4_0 *b = (const nb_block_q4_0 *)src;
+        for (int i = 0; i < D / NB_QK4_0; i++) {
+            const __m256 s = _mm256_set1_ps(nb_fp16_to_fp32(b[i].d));
+            const __m128i bytes = _mm_loadu_si128((const __m128i *)b[i].qs), m = _mm_set1_epi8(15), e = _mm_set1_epi8(8);
+            const __m128i lo = _mm_sub_epi8(_mm_and_si128(bytes, m), e), hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), m), e);
+            const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+            for (int k = 0; k < 4; k++)
+                _mm256_storeu_ps(dst + 32 * i + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[k])), s));
+        }
+    } else {
+        nb_type_traits_get(vtype)->dequantize(src, dst, D);
+    }
+}
+
+/* acc rows 0..R-1 (R = 4, 2 or 1: named registers, which the compiler keeps), elements d..d+15,
+ * += p * vf over n decoded rows. */
+#define PV_ROW_LOAD(r) __m256 a##r##0 = _mm256_loadu_ps(acc + (r) * (size_t)D + d), a##r##1 = _mm256_loadu_ps(acc + (r) * (size_t)D + d + 8)
+#define PV_ROW_FMA(r)                                                                                                  \
+    do {                                                                                                               \
+        const __m256 w = _mm256_broadcast_ss(p + (r) * ldp + (size_t)j);                                               \
+        a##r##0 = _mm256_fmadd_ps(w, v0, a##r##0);                                                                     \
+        a##r##1 = _mm256_fmadd_ps(w, v1, a##r##1);                                                                     \
+    } while (0)
+#define PV_ROW_STORE(r) _mm256_storeu_ps(acc + (r) * (size_t)D + d, a##r##0), _mm256_storeu_ps(acc + (r) * (size_t)D + d + 8, a##r##1)
+#define PV_V() const __m256 v0 = _mm256_loadu_ps(vf + (size_t)j * D + d), v1 = _mm256_loadu_ps(vf + (size_t)j * D + d + 8)
+
+static void tile16_4(const float *vf, int D, int n, const float *p, size_t ldp, float *acc, int d) {
+    PV_ROW_LOAD(0); PV_ROW_LOAD(1); PV_ROW_LOAD(2); PV_ROW_LOAD(3);
+    for (int j = 0; j < n; j++) {
+        PV_V();
+        PV_ROW_FMA(0); PV_ROW_FMA(1); PV_ROW_FMA(2); PV_ROW_FMA(3);
+    }
+    PV_ROW_STORE(0); PV_ROW_STORE(1); PV_ROW_STORE(2); PV_ROW_STORE(3);
+}
+
+static void tile16_2(const float *vf, int D, int n, const float *p, size_t ldp, float *acc, int d) {
+    PV_ROW_LOAD(0); PV_ROW_LOAD(1);
+    for (int j = 0; j < n; j++) {
+        PV_V();
+        PV_ROW_FMA(0); PV_ROW_FMA(1);
+    }
+    PV_ROW_STORE(0); PV_ROW_STORE(1);
+}
+
+static void tile16_1(const float *vf, int D, int n, const float *p, size_t ldp, float *acc, int d) {
+    PV_ROW_LOAD(0);
+    for (int j = 0; j < n; j++) {
+        PV_V();
+        PV_ROW_FMA(0);
+    }
+    PV_ROW_STORE(0);
+}
+
+void nb_attn_pv_avx2(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows,
+                     float *acc) {
+    float vf[PV_KEYS * NB_ATTN_MAX_D];
+    for (int j0 = 0; j0 < nk; j0 += PV_KEYS) {
+        const int n = nk - j0 < PV_KEYS ? nk - j0 : PV_KEYS;
+        for (int j = 0; j < n; j++) decode_row(vtype, (const uint8_t *)v + (size_t)(j0 + j) * vs, vf + (size_t)j * D, D);
+        for (int r0 = 0; r0 < rows; r0 += 4) {
+            const int R = rows - r0 < 4 ? rows - r0 : 4;
+            const float *pr = p + (size_t)r0 * ldp + (size_t)j0;
+            float *ar = acc + (size_t)r0 * D;
+            int d = 0;
+            for (; d + 16 <= D; d += 16)
+                if (R == 4) tile16_4(vf, D, n, pr, ldp, ar, d);
+                else if (R >= 2) {
+                    tile16_2(vf, D, n, pr, ldp, ar, d);
+                    if (R == 3) tile16_1(vf, D, n, pr + 2 * ldp, ldp, ar + 2 * (size_t)D, d);
+                } else tile16_1(vf, D, n, pr, ldp, ar, d);
+            for (; d < D; d++) /* head sizes not a multiple of 16: the reference's steps */
+                for (int r = 0; r < R; r++)
+                    for (int j = 0; j < n; j++) ar[(size_t)r * D + d] = fmaf(pr[(size_t)r * ldp + j], vf[(size_t)j * D + d], ar[(size_t)r * D + d]);
+        }
+    }
+}
