@@ -895,6 +895,12 @@ NB_API nb_status nb_batch_eval(nb_ctx *const *ctxs, const int32_t *const *tokens
  * sliding-window ring that no longer holds the window before position n forgets everything
  * (as llama.cpp's window-sized cache must): nb_ctx_pos says what was kept. */
 NB_API nb_status nb_ctx_truncate(nb_ctx *c, int n);
+/* Context shift (llama.cpp's --context-shift): forgets positions keep .. keep + n_discard - 1 and
+ * moves the later ones n_discard lower, their keys rotated back by RoPE (quantized cells are
+ * decoded, rotated and stored again), so that evaluation can go on in a full context. Rings keep
+ * what they still held. NB_ERR_RANGE (nothing changed) unless keep >= 0 and 1 <= n_discard <=
+ * nb_ctx_pos - keep; NB_ERR_NOMEM. */
+NB_API nb_status nb_ctx_shift(nb_ctx *c, int keep, int n_discard);
 
 #ifdef __cplusplus
 }

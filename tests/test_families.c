@@ -273,6 +273,73 @@ TEST(cache_routes_agree) {
     }
 }
 
+/* Logits of the n tokens ids after what c holds, all rows; NULL after a failed CHECK. */
+static float *eval_rows(nb_ctx *c, const int32_t *ids, int n) {
+    float *lg = malloc(sizeof(float) * (size_t)n * VOCAB);
+    const nb_status s = lg ? nb_ctx_eval(c, ids, n, lg, 1) : NB_ERR_NOMEM;
+    CHECK(!s, "eval: %s", nb_last_error());
+    if (s) free(lg);
+    return s ? NULL : lg;
+}
+
+/* Context shifts. Dropping the last 12 of 40 positions moves nothing: the next tokens see what a
+ * fresh context of the first 28 gives them. Dropping 12 after the first 4 of a model whose layers
+ * all slide (gemma3 here, window 8) leaves the next tokens' windows as they were, the same keys
+ * at the same distances: the same logits as without the shift, within the rounding of rotating
+ * the keys back. Bad shifts change nothing. */
+TEST(context_shifts) {
+    enum { N = 40, DROP = 12, MORE = 4 };
+    int32_t ids[N + MORE], tail[N - DROP + MORE];
+    for (int i = 0; i < N + MORE; i++) ids[i] = (int32_t)((i * 5 + 1) % VOCAB);
+    memcpy(tail, ids, sizeof(int32_t) * (N - DROP));
+    memcpy(tail + N - DROP, ids + N, sizeof(int32_t) * MORE);
+    for (int k = 0; k < N_FAMILIES; k++) {
+        const family *f = &FAMILIES[k];
+        const char *path = tmp_path("family.gguf");
+        CHECK(!write_family(path, f, WHOLE), "%s: write: %s", f->arch, nb_last_error());
+        nb_model *m;
+        if (nb_model_load(path, &m)) {
+            CHECK(0, "%s: load: %s", f->arch, nb_last_error());
+            continue;
+        }
+        const int all_slide = nb_model_get_info(m)->n_sliding == LAYERS;
+        for (int fa = 0; fa < 2; fa++) {
+            nb_ctx_params p = nb_ctx_default_params();
+            p.n_ctx = CTX, p.n_threads = 2, p.n_batch = 16, p.type_k = p.type_v = NB_TYPE_F32, p.flash_attn = fa;
+            nb_ctx *c[3] = {NULL, NULL, NULL};
+            for (int i = 0; i < 3; i++) CHECK(!nb_ctx_create(m, &p, &c[i]), "%s: context: %s", f->arch, nb_last_error());
+            if (!c[0] || !c[1] || !c[2]) {
+                for (int i = 0; i < 3; i++) nb_ctx_free(c[i]);
+                continue;
+            }
+            free(eval_rows(c[0], ids, N));
+            free(eval_rows(c[2], ids, N));
+            CHECK(nb_ctx_shift(c[0], N - 3, 4) == NB_ERR_RANGE && nb_ctx_shift(c[0], -1, 4) == NB_ERR_RANGE &&
+                      nb_ctx_shift(c[0], 0, 0) == NB_ERR_RANGE && nb_ctx_pos(c[0]) == N,
+                  "%s: bad shifts refused, nothing changed (pos %d)", f->arch, nb_ctx_pos(c[0]));
+            CHECK(!nb_ctx_shift(c[0], N - DROP, DROP) && nb_ctx_pos(c[0]) == N - DROP, "%s: shift: %s", f->arch, nb_last_error());
+            float *a = eval_rows(c[0], ids + N, MORE), *b = eval_rows(c[1], tail, N - DROP + MORE), worst = 0;
+            for (int i = 0; a && b && i < MORE * VOCAB; i++) worst = fmaxf(worst, fabsf(a[i] - b[(N - DROP) * VOCAB + i]));
+            CHECK(a && b && worst <= 1e-4f, "%s: fa %d: the tail dropped, logits %g from a fresh context's", f->arch, fa, worst);
+            free(a), free(b);
+            if (all_slide) {
+                CHECK(!nb_ctx_shift(c[2], 4, DROP), "%s: shift: %s", f->arch, nb_last_error());
+                float *s = eval_rows(c[2], ids + N, MORE), *u = NULL;
+                nb_ctx_reset(c[1]);
+                free(eval_rows(c[1], ids, N));
+                u = eval_rows(c[1], ids + N, MORE);
+                worst = 0;
+                for (int i = 0; s && u && i < MORE * VOCAB; i++) worst = fmaxf(worst, fabsf(s[i] - u[i]));
+                CHECK(s && u && worst <= 1e-3f, "%s: fa %d: keys rotated back, logits %g from the unshifted context's", f->arch,
+                      fa, worst);
+                free(s), free(u);
+            }
+            for (int i = 0; i < 3; i++) nb_ctx_free(c[i]);
+        }
+        nb_model_free(m);
+    }
+}
+
 /* A broken copy of each family is refused, the message naming `want`. */
 static void expect_refusal(enum breakage b, const char *want) {
     for (int k = 0; k < N_FAMILIES; k++) {
@@ -304,6 +371,7 @@ int main(void) {
     }
     RUN(every_family_runs);
     RUN(cache_routes_agree);
+    RUN(context_shifts);
     RUN(broken_files_are_refused_by_name);
     unlink(tmp_path("family.gguf"));
     unlink(tmp_path("broken.gguf"));

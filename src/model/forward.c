@@ -98,6 +98,18 @@ static void rope(float *x, int n_rot, const float *cs, nb_rope_kind kind) {
     }
 }
 
+/* How layer il rotates (the frequency factors are each context's: long_rope). */
+static rope_par layer_rope(const nb_model *m, int il) {
+    const nb_model_info *in = &m->info;
+    const nb_arch *a = &m->arch;
+    const int sliding = m->layers[il].sliding;
+    rope_par r = {.n_rot = in->n_rot, .base = sliding ? in->rope_base_local : in->rope_base,
+                  .freq_scale = sliding ? a->rope_freq_scale_local : a->rope_freq_scale,
+                  .mscale = a->rope_attn_factor, .ext = a->rope_ext_factor};
+    if (r.ext) yarn_corr_dims(&r, a->n_ctx_orig);
+    return r;
+}
+
 /* ------------------------------------------------------------ context */
 
 /* Defined here, the only file that reads it: other layers go through model/context.h. */
@@ -259,6 +271,71 @@ nb_status nb_ctx_truncate(nb_ctx *c, int n) {
 }
 size_t nb_ctx_memory(const nb_ctx *c) { return c->arena_bytes; }
 
+/* Moves layer il's cached rows for a shift: global layers' positions from keep + d down by d,
+ * their keys rotated by -d (cs); a ring's cells each take the row src[cell] names (-1: none),
+ * rotated when it moves. k, v: scratch of R x head_dim floats each (one row for global layers). */
+static void shift_layer(nb_ctx *c, int il, int keep, int d, const float *cs, const int32_t *src, float *k, float *v) {
+    nb_kv *kv = &c->kv;
+    const nb_model *m = c->m;
+    const int D = m->info.head_dim, R = kv->n_ring;
+    for (int g = 0; g < m->info.n_head_kv; g++) {
+        if (!kv->ring[il]) {
+            for (int p = keep + d; p < c->pos; p++) {
+                nb_kv_load(kv, il, g, p, k, v);
+                rope(k, m->info.n_rot, cs, m->arch.rope);
+                nb_kv_store(kv, il, g, p - d, k, v);
+            }
+            continue;
+        }
+        for (int cell = 0; cell < R; cell++) nb_kv_load(kv, il, g, cell, k + (size_t)cell * D, v + (size_t)cell * D);
+        const int npos = c->pos - d;
+        for (int cell = 0; cell < R; cell++) {
+            if (src[cell] < 0) continue;
+            const int q = (npos - 1) - ((npos - 1 - cell) % R + R) % R; /* the position the cell takes */
+            float *kk = k + (size_t)src[cell] * D;
+            if (q >= keep) rope(kk, m->info.n_rot, cs, m->arch.rope);
+            nb_kv_store(kv, il, g, q, kk, v + (size_t)src[cell] * D);
+        }
+    }
+}
+
+nb_status nb_ctx_shift(nb_ctx *c, int keep, int n_discard) {
+    if (keep < 0 || n_discard < 1 || n_discard > c->pos - keep)
+        return nb_fail(NB_ERR_RANGE, "context shift: cannot drop %d position%s after the first %d of %d", n_discard,
+                       nb_plural(n_discard), keep, c->pos);
+    nb_kv *kv = &c->kv;
+    const int D = c->m->info.head_dim, R = kv->n_ring, d = n_discard, npos = c->pos - d;
+    const size_t rows = R ? (size_t)R : 1;
+    float *k = malloc(sizeof(float) * rows * (size_t)D * 2);
+    int32_t *src = R ? malloc(sizeof(int32_t) * (size_t)R) : NULL;
+    if (!k || (R && !src)) {
+        free(k), free(src);
+        return nb_fail(NB_ERR_NOMEM, "context shift: out of memory");
+    }
+    for (int cell = 0; cell < R; cell++) { /* the newest position each ring cell takes, and where it was */
+        const int q = (npos - 1) - ((npos - 1 - cell) % R + R) % R, o = q < keep ? q : q + d;
+        src[cell] = q >= 0 && kv->ring_pos[o % R] == o ? o % R : -1;
+    }
+    for (int il = 0; il < c->m->info.n_layer; il++) {
+        rope_par r = layer_rope(c->m, il);
+        r.ff = c->long_rope ? c->m->layers[il].rope_long : c->m->layers[il].rope_factors;
+        float cs[NB_MAX_HEAD_DIM];
+        rope_angles(cs, &r, -d);
+        for (int i = 0; i < r.n_rot / 2; i++) { /* a pure rotation: without YaRN's magnitude */
+            const float h = hypotf(cs[2 * i], cs[2 * i + 1]);
+            cs[2 * i] /= h, cs[2 * i + 1] /= h;
+        }
+        shift_layer(c, il, keep, d, cs, src, k, k + rows * (size_t)D);
+    }
+    for (int cell = 0; cell < R; cell++) {
+        const int q = (npos - 1) - ((npos - 1 - cell) % R + R) % R;
+        kv->ring_pos[cell] = src[cell] >= 0 ? q : -1;
+    }
+    free(k), free(src);
+    c->pos = npos;
+    return NB_OK;
+}
+
 /* ------------------------------------------------------------ forward */
 
 /* One sequence of a batch: its context (positions, KV cache), its tokens, and which rows of the
@@ -296,10 +373,7 @@ static void qk_prepare(void *arg, int64_t t0, int64_t t1) {
     const nb_arch *a = &m->arch;
     const nb_layer *L = &m->layers[b->il];
     const int D = in->head_dim, HQ = in->n_head, HK = in->n_head_kv;
-    rope_par r = {.n_rot = in->n_rot, .base = L->sliding ? in->rope_base_local : in->rope_base,
-                  .freq_scale = L->sliding ? a->rope_freq_scale_local : a->rope_freq_scale,
-                  .mscale = a->rope_attn_factor, .ext = a->rope_ext_factor};
-    if (r.ext) yarn_corr_dims(&r, a->n_ctx_orig);
+    rope_par r = layer_rope(m, b->il);
     float cs[NB_MAX_HEAD_DIM]; /* the position's angles, shared by its heads */
     const seq *sq = seq_of(b, 0, t0);
     for (int64_t t = t0; t < t1; t++) {

@@ -84,3 +84,17 @@ int nb_kv_reusable(const nb_kv *kv, int window, int n) {
         if (kv->ring_pos[q % kv->n_ring] != q) return 0;
     return n;
 }
+
+void nb_kv_load(const nb_kv *kv, int il, int g, int cell, float *k, float *v) {
+    const int D = kv->head_dim;
+    nb_dequantize(kv->type_k, nb_kv_k(kv, il, g) + (size_t)cell * kv->k_row, k, D);
+    const uint8_t *vh = nb_kv_v(kv, il, g);
+    if (kv->v_rows) {
+        nb_dequantize(kv->type_v, vh + (size_t)cell * kv->v_row, v, D);
+        return;
+    }
+    const size_t stride = (size_t)nb_kv_cells(kv, il);
+    for (int d = 0; d < D; d++)
+        v[d] = kv->type_v == NB_TYPE_F16 ? nb_fp16_to_fp32(((const uint16_t *)vh)[(size_t)d * stride + (size_t)cell])
+                                         : ((const float *)vh)[(size_t)d * stride + (size_t)cell];
+}

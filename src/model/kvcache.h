@@ -62,6 +62,9 @@ static inline int nb_kv_holds(const nb_kv *kv, int il, int pos) {
  * rows in their types (F16 RNE, as llama.cpp's cache copy; BF16, Q8_0 and Q4_0 by the reference
  * quantizers). The ring's position record is nb_kv_mark's. */
 void nb_kv_store(nb_kv *kv, int il, int g, int pos, const float *k, const float *v);
+/* Reads back what a cell holds as floats (the stored values: for the block types the decoded
+ * blocks, which store to the same bytes again). */
+void nb_kv_load(const nb_kv *kv, int il, int g, int cell, float *k, float *v);
 /* Records that the ring layers' cell of pos now holds it. */
 static inline void nb_kv_mark(nb_kv *kv, int pos) {
     if (kv->n_ring) kv->ring_pos[pos % kv->n_ring] = pos;
