@@ -28,6 +28,7 @@
 typedef struct run_opts {
     const char *model, *prompt, *file, *system, *chat_template;
     int n_predict, n_threads, n_ctx, n_batch, chat, kv_f32, no_escape, ignore_eos, verbose_prompt;
+    int context_shift, keep;
     arg_strs stop;
     arg_cache cache;
     nb_sampler_params sp;
@@ -86,6 +87,9 @@ static const char USAGE[] =
     "  --kv-f32                  F32 KV cache (-ctk f32 -ctv f32)\n"
     "  --no-escape               take \\n, \\t, \\xHH ... in the prompt literally\n"
     "  --ignore-eos              keep generating past end-of-turn/end-of-sequence (benchmarks)\n"
+    "  --context-shift           a full context forgets half of what follows the kept tokens and goes on\n"
+    "                            (keys rotated back), instead of stopping\n"
+    "  --keep N                  tokens of the prompt a shift keeps, BOS not counted (default 0; -1: all)\n"
     "  --verbose-prompt          print the token ids of every prompt (and chat turn) to stderr\n"
     "  -ngl N                    accepted and ignored (nibble runs on the CPU)\n"
     "Ctrl-C stops generation (in --chat: the reply) and prints the statistics; exit 130.\n";
@@ -120,6 +124,8 @@ static int parse(int argc, char **argv, run_opts *o) {
         OPT_FLAG("--kv-f32", &o->kv_f32),
         OPT_FLAG("--no-escape", &o->no_escape),
         OPT_FLAG("--ignore-eos", &o->ignore_eos),
+        OPT_FLAG("--context-shift", &o->context_shift),
+        OPT_INT("--keep", &o->keep, -1, 1 << 24),
         OPT_FLAG("--verbose-prompt", &o->verbose_prompt),
         OPT_NGL,
     };
@@ -184,7 +190,7 @@ static int generate(run_state *r, const run_opts *o, size_t n, int chat) {
     if (s) return arg_status(s);
     if (nb_gen_stopped(r->gen) == NB_STOP_CONTEXT)
         fprintf(stderr, "\nnibble run: stopped: the context of %d tokens is full%s\n", nb_ctx_n_ctx(r->ctx),
-                chat ? "; the oldest turns make room for the next one" : " (use a larger -c)");
+                chat ? "; the oldest turns make room for the next one" : " (use a larger -c, or --context-shift)");
     return 0;
 }
 
@@ -410,6 +416,8 @@ int cmd_run(int argc, char **argv) {
     gp.ignore_eos = o.ignore_eos;
     gp.stop = o.stop.v;
     gp.n_stop = o.stop.n;
+    gp.context_shift = o.context_shift;
+    gp.n_keep = o.keep < 0 ? -1 : o.keep + nb_tokenizer_add_bos(r.tok);
     if ((s = nb_gen_create(r.tok, r.smp, &gp, &r.gen))) {
         rc = arg_status(s);
         goto out;
@@ -448,6 +456,7 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "first token:   %8.1f ms\n", 1e3 * st->t_first);
     fprintf(stderr, "generation:    %8lld tokens  %8.2f tokens/s\n", (long long)st->n_gen,
             st->t_gen > 0 ? st->n_gen / st->t_gen : 0);
+    if (st->n_shift) fprintf(stderr, "context shifts:%8lld\n", (long long)st->n_shift);
     /* reserved, not resident: the context's pages are touched as positions fill */
     fprintf(stderr, "peak memory:   %8.1f MiB resident; %.1f MiB reserved for the context (KV cache + activations)\n",
             arg_peak_rss() / 1048576.0, nb_ctx_memory(r.ctx) / 1048576.0);

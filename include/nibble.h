@@ -682,6 +682,11 @@ typedef struct nb_gen_params {
     int ignore_eos;          /* end-of-generation tokens are sampled as any other (default 0) */
     const char *const *stop; /* n_stop stop strings, 1 .. NB_GEN_MAX_STOP_BYTES bytes each (copied) */
     int n_stop;
+    int context_shift;       /* nb_generate: a full context forgets half of what follows its first n_keep
+                              * positions (nb_ctx_shift, llama.cpp's --context-shift) and goes on,
+                              * instead of stopping the reply (default 0) */
+    int n_keep;              /* positions a shift keeps (BOS included: llama.cpp's --keep plus BOS);
+                              * < 0: those up to the end of the first prompt nb_generate fed (--keep -1) */
 } nb_gen_params;
 
 /* Counts over every reply since nb_gen_create. n_gen is kept by nb_gen_step; the rest by
@@ -692,6 +697,7 @@ typedef struct nb_gen_stats {
     double t_first;    /* seconds from the start of the first prompt to the first token sampled; 0: none */
     int64_t n_gen;     /* tokens generated (an end-of-generation token that stopped a reply is not one) */
     double t_gen;      /* seconds from the end of each prompt to the end of its reply */
+    int64_t n_shift;   /* context shifts nb_generate made */
 } nb_gen_stats;
 
 typedef struct nb_gen nb_gen;

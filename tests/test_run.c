@@ -55,6 +55,29 @@ TEST(generation_stops_at_full_context) {
     CHECK(strstr(out, "context of 16 tokens is full") != NULL, "no full-context message: %s", out);
 }
 
+/* --context-shift: the same full context goes on past its end, shifting (said in the statistics),
+ * for every cell type and both attention routes; quantized V cells with -fa off are refused by
+ * name, exit 1. */
+TEST(context_shift_goes_on) {
+    if (!have_model()) SKIP("model %s absent", MODEL);
+    static const char *const cells[] = {"-ctk f16 -ctv f16 -fa off", "-ctk f16 -ctv f16 -fa on", "-ctk q8_0 -ctv q8_0",
+                                        "-ctk q4_0 -ctv q4_0", "-ctk bf16 -ctv f32 -fa on"};
+    for (size_t i = 0; i < sizeof cells / sizeof cells[0]; i++) {
+        char cmd[1024], out[4096];
+        snprintf(cmd, sizeof cmd,
+                 "%s run -m %s -c 32 %s -p 'Once upon a time' -n 80 --ignore-eos --temp 0 --context-shift --keep 2 "
+                 "2>&1 >/dev/null", BIN, MODEL, cells[i]);
+        const int rc = test_sh(cmd, out, sizeof out);
+        CHECK(rc == 0 && strstr(out, "generation:") && strstr(out, " 80 tokens") && strstr(out, "context shifts:"),
+              "%s: exit %d: %s", cells[i], rc, out);
+        CHECK(!strstr(out, "is full"), "%s: stopped at the full context: %s", cells[i], out);
+    }
+    char cmd[1024], out[4096];
+    snprintf(cmd, sizeof cmd, "%s run -m %s -ctv q8_0 -fa off -p 'Hello' -n 4 2>&1 >/dev/null", BIN, MODEL);
+    const int rc = test_sh(cmd, out, sizeof out);
+    CHECK(rc == 1 && strstr(out, "V cells of type q8_0") && strstr(out, "-fa on"), "exit %d: %s", rc, out);
+}
+
 /* Appends the ids of text (special tokens parsed) to buf as " id id ...". */
 static void ids_of(const nb_model *m, const char *text, int add_bos, char *buf, size_t cap) {
     int32_t ids[256];
@@ -313,6 +336,7 @@ int main(int argc, char **argv) {
     RUN(same_seed_same_text_any_thread_count);
     RUN(prompt_longer_than_context_is_refused);
     RUN(generation_stops_at_full_context);
+    RUN(context_shift_goes_on);
     RUN(chat_turns_from_stdin);
     RUN(chat_template_flag);
     RUN(reverse_prompt_stops_generation);

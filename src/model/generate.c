@@ -27,6 +27,7 @@ struct nb_gen {
     int32_t last;                     /* the token the last step sampled, or -1 */
     nb_stop stopped;
     nb_gen_stats st;
+    int first_end;                    /* nb_generate: the position after its first prompt, or -1 */
     float *logits;                    /* nb_generate's, n_logits floats */
     int n_logits;
 };
@@ -47,7 +48,7 @@ nb_status nb_gen_create(const nb_tokenizer *tok, nb_sampler *smp, const nb_gen_p
     }
     nb_gen *g = calloc(1, sizeof *g);
     if (!g) return nb_fail(NB_ERR_NOMEM, "generate: out of memory");
-    g->tok = tok, g->smp = smp, g->prm = *p, g->last = -1;
+    g->tok = tok, g->smp = smp, g->prm = *p, g->last = -1, g->first_end = -1;
     g->prm.stop = NULL;
     for (int i = 0; i < p->n_stop; i++) {
         g->stop_len[i] = strlen(p->stop[i]);
@@ -213,11 +214,18 @@ nb_status nb_generate(nb_ctx *c, nb_gen *g, const int32_t *prompt, size_t n, con
     const double t0 = now();
     nb_status s = nb_ctx_eval(c, prompt, (int)n, g->logits, 0);
     if (s) return s;
+    if (g->first_end < 0) g->first_end = nb_ctx_pos(c);
     const double t1 = now();
     g->st.t_prompt += t1 - t0;
     g->st.n_prompt += (int64_t)n;
     while (!g->stopped) { /* a token's text goes out before it is fed; a cancel keeps it fed */
         int32_t id = -1;
+        const int pos = nb_ctx_pos(c), want = g->prm.n_keep < 0 ? g->first_end : g->prm.n_keep;
+        const int keep = want < pos ? want : pos;
+        if (g->prm.context_shift && pos == nb_ctx_n_ctx(c) && (pos - keep) / 2 >= 1) {
+            if ((s = nb_ctx_shift(c, keep, (pos - keep) / 2))) break;
+            g->st.n_shift++;
+        }
         if (io->cancelled && io->cancelled(io->user)) nb_gen_cancel(g);
         else if ((s = nb_gen_step(g, g->logits, nb_ctx_n_ctx(c) - nb_ctx_pos(c), &id))) break;
         if (g->last >= 0 && !g->st.t_first) g->st.t_first = now() - t0;
