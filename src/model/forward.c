@@ -412,6 +412,11 @@ static void scores_finish(const nb_ctx *c, int il, float *s, int nk, int p0, int
         for (int j = 0; j < nk; j++) s[j] = tanhf(s[j] * (1.0f / a->attn_softcap)) * a->attn_softcap;
     if (!a->q_prescale)
         for (int j = 0; j < nk; j++) s[j] *= a->attn_scale;
+    if (!by_cell && !c->kv.ring[il]) { /* keys p0 .. p0+nk-1 in order: mask both ends */
+        for (int j = 0; j < nk && p0 + j < lo; j++) s[j] = -INFINITY;
+        for (int j = pos + 1 - p0 > 0 ? pos + 1 - p0 : 0; j < nk; j++) s[j] = -INFINITY;
+        return;
+    }
     for (int j = 0; j < nk; j++) {
         const int p = by_cell ? c->kv.ring_pos[j] : p0 + j;
         if (p < lo || p > pos || !nb_kv_holds(&c->kv, il, p)) s[j] = -INFINITY;

@@ -25,7 +25,7 @@ static void decode_row(int vtype, const uint8_t *src, float *dst, int D) {
     } else if (vtype == NB_TYPE_Q8_0) {
         const nb_block_q8_0 *b = (const nb_block_q8_0 *)src;
         for (int i = 0; i < D / NB_QK8_0; i++) {
-            const __m256 s = _mm256_set1_ps(nb_fp16_to_fp32(b[i].d));
+            const __m256 s = _mm256_set1_ps(_cvtsh_ss(b[i].d));
             for (int k = 0; k < 4; k++) {
                 const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b[i].qs + 8 * k)));
                 _mm256_storeu_ps(dst + 32 * i + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(q), s));
@@ -34,7 +34,7 @@ static void decode_row(int vtype, const uint8_t *src, float *dst, int D) {
     } else if (vtype == NB_TYPE_Q4_0) {
         const nb_block_q4_0 *b = (const nb_block_q4_0 *)src;
         for (int i = 0; i < D / NB_QK4_0; i++) {
-            const __m256 s = _mm256_set1_ps(nb_fp16_to_fp32(b[i].d));
+            const __m256 s = _mm256_set1_ps(_cvtsh_ss(b[i].d));
             const __m128i bytes = _mm_loadu_si128((const __m128i *)b[i].qs), m = _mm_set1_epi8(15), e = _mm_set1_epi8(8);
             const __m128i lo = _mm_sub_epi8(_mm_and_si128(bytes, m), e), hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), m), e);
             const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
