@@ -79,7 +79,7 @@ def chat_apply(lib, tid, msgs, add_ass):
 class Model:
     """A nibble model and one context; eval() returns logits as float32 rows."""
 
-    def __init__(self, path, n_ctx=1024, n_threads=2, kv_f32=False, flash_attn=None):
+    def __init__(self, path, n_ctx=1024, n_threads=2, kv_f32=False, flash_attn=None, type_k=None, type_v=None):
         self.lib = load_lib()
         self.m = ctypes.c_void_p()
         self._check(self.lib.nb_model_load(path.encode(), ctypes.byref(self.m)), "load")
@@ -89,6 +89,10 @@ class Model:
             p.type_k = p.type_v = 0  # NB_TYPE_F32
         if flash_attn is not None:
             p.flash_attn = int(flash_attn)
+        if type_k is not None:
+            p.type_k = type_k
+        if type_v is not None:
+            p.type_v = type_v
         self.c = ctypes.c_void_p()
         self._check(self.lib.nb_ctx_create(self.m, ctypes.byref(p), ctypes.byref(self.c)), "context")
         self.info = self.lib.nb_model_get_info(self.m).contents
