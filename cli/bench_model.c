@@ -279,15 +279,16 @@ static void print_row(const opts *o, const row *w, int *first) {
     fflush(stdout);
 }
 
-/* "qwen3 0.6B Q4_K_M": architecture, the file's size label (else one from the parameter count)
- * and file type, as llama-bench's model_type is architecture, size class and file type. */
+/* "qwen3 0.6B Q4_K_M": architecture, the file's size label (else one from the parameter count:
+ * "36M", "0.6B", "1.2B") and file type, as llama-bench's model_type is architecture, size class
+ * (from its table of known shapes, "?B" for others) and file type ("Q4_K - Medium"). */
 static void model_type(const nb_model *m, uint64_t params, char *buf, size_t cap) {
     const nb_gguf *g = nb_model_gguf(m);
     const char *label;
     char own[32];
     uint32_t ftype;
     if (nb_gguf_get_string(g, "general.size_label", &label)) {
-        if (params < 1000000000u) snprintf(own, sizeof own, "%.0fM", (double)params / 1e6);
+        if (params < 100000000u) snprintf(own, sizeof own, "%.0fM", (double)params / 1e6);
         else snprintf(own, sizeof own, "%.1fB", (double)params / 1e9);
         label = own;
     }
