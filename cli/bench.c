@@ -3,13 +3,13 @@
  * [-o md|json] [-t LIST] [-r REPS]`: kernel throughput, and `nibble bench roofline -m MODEL
  * [-t LIST] [-n N] [-r REPS]`: decode against its memory ceiling.
  *
- * For each thread count: the machine's streaming-read bandwidth (a sum over a 1 GiB buffer split
- * over the pool), then per weight type: GEMV effective GB/s of weight bytes on a 16384 x 14336
- * matrix (larger than any L3 here) and its share of the streaming bandwidth just measured, GEMM
- * GFLOP/s at 512 activation rows on 4096 x 4096, and the activation quantization cost. Medians
- * and spreads (max - min) over repetitions. Weights are one quantized random 64-row slab tiled
- * over the matrix (quantizing 235M values with the reference quantizers would take minutes);
- * one matrix is allocated at a time. Numbers only: nothing here passes or fails.
+ * `bench kernels`, for each thread count: the machine's streaming-read bandwidth (a sum over a
+ * 1 GiB buffer split over the pool), then per weight type: GEMV effective GB/s of weight bytes on
+ * a 16384 x 14336 matrix (larger than any L3 here) and its share of the streaming bandwidth just
+ * measured, GEMM GFLOP/s at 512 activation rows on 4096 x 4096, and the activation quantization
+ * cost. Medians and spreads (max - min) over repetitions. Weights are one quantized random 64-row
+ * slab tiled over the matrix (quantizing 235M values with the reference quantizers would take
+ * minutes); one matrix is allocated at a time. Numbers only: nothing here passes or fails.
  */
 #include <stdio.h>
 #include <stdlib.h>
