@@ -138,24 +138,18 @@ TEST(md_and_csv) {
 /* A bad flag value is a usage error (exit 2) naming it; a refused combination is an error line
  * naming it and the library's reason, the other combinations still run, and the exit is 1. */
 TEST(usage_errors_and_refused_rows) {
-    static const struct {
-        const char *args, *says;
-    } bad[] = {
-        {"-m M.gguf -ctk q9", "-ctk 'q9'"},
-        {"-m M.gguf -ctv f16,q9", "-ctv 'f16,q9'"},
-        {"-m M.gguf -fa maybe", "-fa 'maybe'"},
-        {"-m M.gguf -pg 5", "-pg '5'"},
-        {"-m M.gguf -o sql", "-o 'sql'"},
-        {"-m M.gguf -r 0", "-r '0'"},
-        {"-m M.gguf -ub 5000", "-ub '5000'"},
-        {"-m M.gguf -p 0 -n 0", "no test"},
+    static const char *const bad[][2] = { /* the flags, what the message quotes */
+        {"-m M.gguf -ctk q9", "-ctk 'q9'"},   {"-m M.gguf -ctv f16,q9", "-ctv 'f16,q9'"},
+        {"-m M.gguf -fa maybe", "-fa 'maybe'"}, {"-m M.gguf -pg 5", "-pg '5'"},
+        {"-m M.gguf -o sql", "-o 'sql'"},     {"-m M.gguf -r 0", "-r '0'"},
+        {"-m M.gguf -ub 5000", "-ub '5000'"}, {"-m M.gguf -p 0 -n 0", "no test"},
         {"-p 16", "-m MODEL is required"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        int rc = bench("%s", bad[i].args);
-        const char *msg = strstr(ERR, bad[i].says), *use = strstr(ERR, "usage:");
+        int rc = bench("%s", bad[i][0]);
+        const char *msg = strstr(ERR, bad[i][1]), *use = strstr(ERR, "usage:");
         CHECK(rc == 2 && msg && use && msg < use && !OUT[0], "'%s': exit %d, want 2 with \"%s\" before the usage:\n%s",
-              bad[i].args, rc, bad[i].says, ERR);
+              bad[i][0], rc, bad[i][1], ERR);
     }
     if (!MODEL[0]) SKIP("no model");
     /* quantized V cells with the unfused order: refused (nb_ctx_params: F16 and F32 cells only) */
@@ -258,8 +252,11 @@ int main(int argc, char **argv) {
     RUN(usage_errors_and_refused_rows);
     RUN(api_run);
     RUN(api_step_bytes);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", TMPD);
-    if (system(cmd)) printf("could not remove %s\n", TMPD);
+    for (const char *const *f = (const char *const[]){"stdout", "stderr", NULL}; *f; f++) {
+        char file[128];
+        snprintf(file, sizeof file, "%s/%s", TMPD, *f);
+        unlink(file);
+    }
+    if (rmdir(TMPD)) printf("could not remove %s\n", TMPD);
     return test_summary();
 }
