@@ -53,7 +53,7 @@ PY     := $(VENV)/bin/python
 NPROC := $(shell nproc 2>/dev/null || echo 1)
 PAR    = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
 
-.PHONY: all test test-c test-parity asan fuzz bench demo install clean venv grid test-prereqs demo-prereqs
+.PHONY: FORCE all test test-c test-parity asan fuzz bench demo install clean venv grid test-prereqs demo-prereqs
 all: $(LIBA) $(LIBSO) $(BIN)
 
 $(BUILD)/src/kernels/x86/avx2/%.o: src/kernels/x86/avx2/%.c
@@ -72,6 +72,16 @@ $(BUILD)/%.o: %.c | $(DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
+# The commit `nibble bench` reports (llama-bench's build_commit): the header is rewritten only when
+# HEAD moves, so only bench_model.o follows it.
+$(BUILD)/build_commit.h: FORCE
+	@mkdir -p $(@D)
+	@c=$$(git rev-parse --short HEAD 2>/dev/null || echo unknown); l="#define NB_BUILD_COMMIT \"$$c\""; \
+	    [ "$$(cat $@ 2>/dev/null)" = "$$l" ] || echo "$$l" > $@
+$(BUILD)/cli/bench_model.o: $(BUILD)/build_commit.h
+$(BUILD)/cli/bench_model.o: CFLAGS_ALL += -I$(BUILD)
+FORCE:
+
 $(LIBA): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -85,6 +95,9 @@ $(BIN): $(CLI_OBJ) $(LIBA)
 $(BUILD)/tests/%: tests/%.c tests/test.h $(LIBA)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -Itests -MMD -MP -o $@ $< $(LIBA) $(LDLIBS)
+
+# test_bench parses `nibble bench -o json` with cJSON, the server's JSON library
+$(BUILD)/tests/test_bench: LDLIBS += -lcjson
 
 $(BUILD)/bench/%: bench/%.c $(LIBA)
 	@mkdir -p $(@D)

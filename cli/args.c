@@ -145,6 +145,29 @@ static int take(const arg_spec *s, const arg_opt *o, const char *flag, const cha
             p = end + 1;
         }
     }
+    case ARG_CHOICES: {
+        arg_list *li = o->out;
+        li->n = 0;
+        for (const char *p = v;;) {
+            const char *comma = strchr(p, ',');
+            char word[64];
+            const size_t len = comma ? (size_t)(comma - p) : strlen(p);
+            int k = -1;
+            if (len < sizeof word) {
+                memcpy(word, p, len);
+                word[len] = '\0';
+                k = list_index(o->choices, word, 1);
+            }
+            if (k < 0 || li->n == ARG_LIST_MAX) {
+                arg_usage_error(s, "%s '%s': expected up to %d comma-separated values of %s", flag, v, ARG_LIST_MAX,
+                                o->choices);
+                return 0;
+            }
+            li->v[li->n++] = k;
+            if (!comma) return 1;
+            p = comma + 1;
+        }
+    }
     case ARG_STRS: {
         arg_strs *li = o->out;
         if (li->n == ARG_STRS_MAX) {
@@ -254,11 +277,15 @@ uint64_t arg_peak_rss(void) {
     return (uint64_t)ru.ru_maxrss * 1024;
 }
 
-void arg_cache_apply(const arg_cache *c, int *type_k, int *type_v, int *flash_attn, int *swa_full) {
+int arg_cache_type(int choice) {
     static const int types[] = {NB_TYPE_F16, NB_TYPE_F32, NB_TYPE_BF16, NB_TYPE_Q8_0, NB_TYPE_Q4_0}; /* ARG_CACHE_TYPES */
+    return types[choice];
+}
+
+void arg_cache_apply(const arg_cache *c, int *type_k, int *type_v, int *flash_attn, int *swa_full) {
     static const int fa[] = {NB_FA_AUTO, NB_FA_ON, NB_FA_OFF};
-    *type_k = types[c->k];
-    *type_v = types[c->v];
+    *type_k = arg_cache_type(c->k);
+    *type_v = arg_cache_type(c->v);
     *flash_attn = fa[c->fa];
     if (swa_full) *swa_full = c->swa_full;
 }

@@ -34,6 +34,7 @@ typedef enum arg_kind {
     ARG_FLOAT,   /* float *out, in [lo, hi] */
     ARG_CHOICE,  /* int *out = index of the value in choices ("md|json") */
     ARG_LIST,    /* arg_list *out: comma-separated integers in [lo, hi] */
+    ARG_CHOICES, /* arg_list *out: the indices of comma-separated words of choices ("f16,q8_0") */
     ARG_STRS,    /* arg_strs *out: every occurrence of a repeatable option */
     ARG_IGNORED, /* takes a value and ignores it with a note; choices says why */
 } arg_kind;
@@ -66,6 +67,7 @@ typedef struct arg_opt {
 #define OPT_FLOAT(names, p, lo, hi) {names, ARG_FLOAT, p, lo, hi, NULL, 0}
 #define OPT_CHOICE(names, p, choices) {names, ARG_CHOICE, p, 0, 0, choices, 0}
 #define OPT_LIST(names, p, lo, hi) {names, ARG_LIST, p, lo, hi, NULL, 0}
+#define OPT_CHOICES(names, p, choices) {names, ARG_CHOICES, p, 0, 0, choices, 0}
 #define OPT_STRS(names, p) {names, ARG_STRS, p, 0, 0, NULL, 0}
 #define OPT_IGNORED(names, why) {names, ARG_IGNORED, NULL, 0, 0, why, 0}
 /* -t as every command spells it: at most what the thread pool accepts. */
@@ -88,6 +90,8 @@ typedef struct arg_cache {
     "  -fa, --flash-attn M       auto (default), on (fused attention), off (llama.cpp's unfused order; f16/f32)\n"    \
     "  --swa-full                sliding-window layers keep every position (default: the window, in a ring)\n"
 void arg_cache_apply(const arg_cache *c, int *type_k, int *type_v, int *flash_attn, int *swa_full);
+/* The nb_type of a choice of ARG_CACHE_TYPES (its index). */
+int arg_cache_type(int choice);
 
 typedef struct arg_spec {
     const char *cmd;   /* "run", "bench roofline": messages start "nibble CMD: " */

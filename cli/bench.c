@@ -1,14 +1,15 @@
 /*
- * bench.c: `nibble bench kernels [-o md|json] [-t LIST] [-r REPS]`: kernel throughput, and
- * `nibble bench roofline -m MODEL [-t LIST] [-n N] [-r REPS]`: decode against its memory ceiling.
+ * bench.c: `nibble bench -m MODEL ...` (llama-bench's tests: bench_model.c), `nibble bench kernels
+ * [-o md|json] [-t LIST] [-r REPS]`: kernel throughput, and `nibble bench roofline -m MODEL
+ * [-t LIST] [-n N] [-r REPS]`: decode against its memory ceiling.
  *
- * For each thread count: the machine's streaming-read bandwidth (a sum over a 1 GiB buffer split
- * over the pool), then per weight type: GEMV effective GB/s of weight bytes on a 16384 x 14336
- * matrix (larger than any L3 here) and its share of the streaming bandwidth just measured, GEMM
- * GFLOP/s at 512 activation rows on 4096 x 4096, and the activation quantization cost. Medians
- * and spreads (max - min) over repetitions. Weights are one quantized random 64-row slab tiled
- * over the matrix (quantizing 235M values with the reference quantizers would take minutes);
- * one matrix is allocated at a time. Numbers only: nothing here passes or fails.
+ * `bench kernels`, for each thread count: the machine's streaming-read bandwidth (a sum over a
+ * 1 GiB buffer split over the pool), then per weight type: GEMV effective GB/s of weight bytes on
+ * a 16384 x 14336 matrix (larger than any L3 here) and its share of the streaming bandwidth just
+ * measured, GEMM GFLOP/s at 512 activation rows on 4096 x 4096, and the activation quantization
+ * cost. Medians and spreads (max - min) over repetitions. Weights are one quantized random 64-row
+ * slab tiled over the matrix (quantizing 235M values with the reference quantizers would take
+ * minutes); one matrix is allocated at a time. Numbers only: nothing here passes or fails.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/bench.h"
 #include "cli/commands.h"
 #include "nibble.h"
 
@@ -244,37 +246,11 @@ static int bench_kernels(int argc, char **argv) {
 
 /* ----------------------------------------------------------- roofline */
 
-/* Bytes one decode step reads at position pos: every weight tensor the graph uses (the tied
- * output matrix included) plus the F16 keys and values it attends to, all positions up to pos on
- * global layers and at most the window on local ones. */
-static double step_bytes(const nb_model_info *in, int pos) {
-    const double per_pos = 2.0 * 2.0 * in->n_head_kv * in->head_dim; /* K and V, 2 bytes each */
-    const int local = in->sliding_window > 0 && pos + 1 > in->sliding_window ? in->sliding_window : pos + 1;
-    return (double)in->weight_bytes + per_pos * ((double)(in->n_layer - in->n_sliding) * (pos + 1) +
-                                                 (double)in->n_sliding * local);
-}
-
-/* One round: n greedy decode steps after a BOS prompt (the sampler `nibble run --temp 0` uses);
- * tokens/s and mean bytes per step. */
-static int decode_round(nb_ctx *c, nb_sampler *greedy, const nb_model_info *in, int32_t bos, int n, float *logits,
-                        double *tps, double *bytes) {
-    nb_ctx_reset(c);
-    if (nb_ctx_eval(c, &bos, 1, logits, 0) != NB_OK) return 0;
-    double sum = 0, t = arg_now();
-    for (int i = 0; i < n; i++) {
-        int32_t tok = nb_sampler_sample(greedy, logits);
-        sum += step_bytes(in, nb_ctx_pos(c));
-        if (nb_ctx_eval(c, &tok, 1, logits, 0) != NB_OK) return 0;
-    }
-    *tps = n / (arg_now() - t);
-    *bytes = sum / n;
-    return 1;
-}
-
 /* Per thread count, REPS rounds of a streaming read (the median of 3 passes over 1 GiB) followed
- * by N greedy decode steps; the ceiling of a round is its streaming rate over the bytes a step
- * reads, and the share of it that decode reached is taken per round (the machine's bandwidth
- * drifts between rounds), then summarized as median (min..max). */
+ * by N decode steps after one token (nb_bench_run's tgN at depth 1: `nibble bench -n N -d 1`,
+ * one warm-up step); the ceiling of a round is its streaming rate over the mean bytes a step
+ * reads (nb_decode_step_bytes), and the share of it that decode reached is taken per round (the
+ * machine's bandwidth drifts between rounds), then summarized as median (min..max). */
 static int bench_roofline(int argc, char **argv) {
     int reps = 5, n_gen = 64;
     arg_list threads = {{1, 2}, 2};
@@ -288,39 +264,28 @@ static int bench_roofline(int argc, char **argv) {
     nb_model *m;
     nb_status st = nb_model_load(path, &m);
     if (st) return arg_status(st);
-    const nb_model_info *in = nb_model_get_info(m);
-    const int32_t bos = nb_tokenizer_bos(nb_model_tokenizer(m)) < 0 ? 0 : nb_tokenizer_bos(nb_model_tokenizer(m));
-    float *logits = malloc(sizeof(float) * (size_t)in->n_vocab);
-    nb_sampler_params sp = nb_sampler_default_params();
-    sp.temp = 0;
-    nb_sampler *greedy = NULL;
-    if (!logits || nb_sampler_create(&sp, in->n_vocab, &greedy) != NB_OK) {
-        arg_error("out of memory");
-        free(logits);
-        nb_model_free(m);
-        return 1;
-    }
-    printf("kernel set: %s; %s, %d decode step%s after BOS, %d round%s per thread count\n",
+    printf("kernel set: %s; %s, %d decode step%s after one token, %d round%s per thread count\n",
            nb_isa_name(nb_isa_active()), path, n_gen, nb_plural(n_gen), reps, nb_plural(reps));
     const double huge = nb_gguf_huge_share(nb_model_gguf(m));
     if (huge >= 0) printf("weights mapped in 2 MiB pages: %.0f %%\n\n", 100 * huge);
     else printf("weights mapped in 2 MiB pages: unknown\n\n");
     printf("| threads | stream GB/s | decode tok/s | MB read per step | ceiling tok/s | share of ceiling |\n");
     printf("|---|---|---|---|---|---|\n");
+    nb_bench_params bp = nb_bench_default_params();
+    bp.n_prompt = 0, bp.n_gen = n_gen, bp.n_depth = 1, bp.reps = 1;
     rc = 0;
     for (int ti = 0; ti < threads.n && !rc; ti++) {
         nb_pool *pool = NULL;
-        nb_ctx *c = NULL;
-        nb_ctx_params cp = nb_ctx_default_params();
-        cp.n_ctx = n_gen + 8;
-        double gbs[32], tps[32], ceil[32], share[32], bytes = 0, warm;
+        nb_bench_result res;
+        double gbs[32], tps[32], ceil[32], share[32], bytes = 0;
         uint64_t *buf = stream_buf();
         rc = !buf || nb_pool_create(threads.v[ti], &pool) != NB_OK;
-        if (!rc) cp.pool = pool, rc = nb_ctx_create(m, &cp, &c) != NB_OK;
-        if (!rc) rc = !decode_round(c, greedy, in, bos, n_gen, logits, &warm, &bytes); /* pages, arena */
+        bp.ctx.pool = pool;
+        if (!rc) rc = nb_bench_run(m, &bp, &res) != NB_OK; /* pages of the weights */
         for (int r = 0; r < reps && !rc; r++) {
             gbs[r] = stream_passes(pool, buf, 3).med;
-            rc = !decode_round(c, greedy, in, bos, n_gen, logits, &tps[r], &bytes);
+            rc = nb_bench_run(m, &bp, &res) != NB_OK;
+            tps[r] = res.avg_ts, bytes = res.step_bytes;
             ceil[r] = gbs[r] * 1e9 / bytes;
             share[r] = 100 * tps[r] / ceil[r];
         }
@@ -331,12 +296,9 @@ static int bench_roofline(int argc, char **argv) {
                    g.spread, t.med, t.spread, bytes / 1e6, cl.med, cl.spread, sh.med, share[0], share[reps - 1]);
             fflush(stdout);
         }
-        nb_ctx_free(c);
         nb_pool_destroy(pool);
         free(buf);
     }
-    nb_sampler_free(greedy);
-    free(logits);
     nb_model_free(m);
     return rc;
 }
@@ -345,8 +307,10 @@ int cmd_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "kernels")) return bench_kernels(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "roofline")) return bench_roofline(argc, argv);
     const int help = argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
-    if (argc < 2) fprintf(stderr, "nibble bench: which benchmark? kernels or roofline\n");
-    else if (!help) fprintf(stderr, "nibble bench: unknown benchmark '%s' (kernels or roofline)\n", argv[1]);
+    if (argc >= 2 && !help && argv[1][0] == '-') return bench_model(argc, argv);
+    if (argc < 2) fprintf(stderr, "nibble bench: which benchmark? -m MODEL (llama-bench's tests), kernels or roofline\n");
+    else if (!help) fprintf(stderr, "nibble bench: unknown benchmark '%s' (-m MODEL, kernels or roofline)\n", argv[1]);
+    fputs(BENCH_USAGE_MODEL, help ? stdout : stderr);
     fputs(USAGE_KERNELS, help ? stdout : stderr);
     fputs(USAGE_ROOFLINE, help ? stdout : stderr);
     return help ? 0 : 2;

@@ -3,6 +3,8 @@
 #ifndef NB_CLI_COMMANDS_H
 #define NB_CLI_COMMANDS_H
 
+#define NB_VERSION "0.1.0" /* `nibble version`, `nibble bench`'s build line */
+
 int cmd_version(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

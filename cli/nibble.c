@@ -19,7 +19,7 @@ static const struct {
 } commands[] = {
     {"run", cmd_run, "generate text from a model (llama.cpp flags), or --chat"},
     {"serve", cmd_serve, "an OpenAI-compatible HTTP server with continuous batching (llama-server flags)"},
-    {"bench", cmd_bench, "benchmarks: `bench kernels` (GEMV GB/s vs streaming read, GEMM GFLOP/s), `bench roofline` (decode vs its memory ceiling)"},
+    {"bench", cmd_bench, "benchmarks: `bench -m MODEL` (llama-bench's tests and output), `bench kernels` (GEMV GB/s vs streaming read, GEMM GFLOP/s), `bench roofline` (decode vs its memory ceiling)"},
     {"inspect", cmd_inspect, "what a GGUF file holds: hyperparameters, type census, memory (--tensors, --json)"},
     {"tokenize", cmd_tokenize, "text -> token ids and pieces, as llama-tokenize (--ids, --parse-special)"},
     {"perplexity", cmd_perplexity, "perplexity of a text as llama-perplexity; --save-logits / --kld for KL divergence"},

@@ -908,6 +908,53 @@ NB_API nb_status nb_ctx_truncate(nb_ctx *c, int n);
  * nb_ctx_pos - keep; NB_ERR_NOMEM. */
 NB_API nb_status nb_ctx_shift(nb_ctx *c, int keep, int n_discard);
 
+/* ------------------------------------------------------------ benchmark */
+/* One test of a model benchmark as llama.cpp's llama-bench runs it (`nibble bench -m`): ppN, the
+ * prefill of n_prompt tokens; tgN, n_gen single-token decode steps; pgP,N, both (the prefill, then
+ * the steps, timed together); each into a context that already holds n_depth tokens. Token ids
+ * are drawn from the vocabulary (seeded); a prefill's first token, and a decode run's first, is BOS
+ * where the vocabulary adds one. The context is created for the test with n_ctx = n_depth +
+ * n_prompt + n_gen, as llama-bench sizes it, and freed after. With warmup, one untimed run first as
+ * llama-bench's: a prefill of n_prompt on the empty context and one decode step. Then the depth is
+ * filled once (untimed), and each repetition is timed and the context truncated back to n_depth
+ * after it. Decode steps compute the logits of their token and sample nothing (the next id is
+ * drawn), as llama-bench's. */
+#define NB_BENCH_MAX_REPS 100
+
+typedef struct nb_bench_params {
+    int n_prompt;      /* prefill tokens, >= 0 (default 512) */
+    int n_gen;         /* decode steps, >= 0 (default 0); n_prompt + n_gen >= 1 */
+    int n_depth;       /* tokens in the context before the timed part, >= 0 (default 0) */
+    int n_batch;       /* tokens per nb_ctx_eval call of a prefill (llama-bench's -b; default 2048);
+                        * ctx.n_batch is the forward pass's step (its -ub; default 512) */
+    int reps;          /* timed repetitions, 1 .. NB_BENCH_MAX_REPS (default 5) */
+    int warmup;        /* 1 (default): one untimed run first */
+    uint64_t seed;     /* the token ids' */
+    nb_ctx_params ctx; /* cache types, attention, batch step, threads or pool; n_ctx is the test's */
+} nb_bench_params;
+
+typedef struct nb_bench_result {
+    int n_reps;
+    uint64_t samples_ns[NB_BENCH_MAX_REPS]; /* each repetition's time */
+    double samples_ts[NB_BENCH_MAX_REPS];   /* its tokens per second: (n_prompt + n_gen) / time */
+    uint64_t avg_ns, stddev_ns;             /* llama-bench's avg_ns and stddev_ns (rounded) */
+    double avg_ts, stddev_ts, median_ts;    /* stddev: the sample's (n - 1), 0 for one repetition */
+    double step_bytes;  /* mean bytes a decode step of the test reads (nb_decode_step_bytes); 0: none */
+    int n_threads;      /* the pool's threads */
+} nb_bench_result;
+
+NB_API nb_bench_params nb_bench_default_params(void);
+/* Runs one test on m. Refuses parameters out of range (NB_ERR_INVALID_ARG, naming the value), and
+ * fails as nb_ctx_create does where the context is refused (cache types or attention this build
+ * lacks, n_ctx past the training context), naming the reason; out is then zeroed. */
+NB_API nb_status nb_bench_run(const nb_model *m, const nb_bench_params *p, nb_bench_result *out);
+/* Bytes one decode step at position pos (0-based: pos tokens already cached) reads: every weight
+ * tensor of the file (the tied output matrix once) plus the keys and values it attends to, in
+ * cells of type_k and type_v (nb_row_bytes of head_dim elements), positions 0 .. pos on global
+ * layers and at most the window on sliding-window ones (what `nibble bench roofline` divides the
+ * streaming bandwidth by). Refuses a type whose block does not divide head_dim. */
+NB_API nb_status nb_decode_step_bytes(const nb_model *m, int type_k, int type_v, int pos, double *bytes);
+
 #ifdef __cplusplus
 }
 #endif

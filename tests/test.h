@@ -67,6 +67,14 @@ static inline void test_nibble_bin(const char *argv0, char *out, size_t cap) {
     else snprintf(out, cap, "../nibble");
 }
 
+/* A whole file (its first cap-1 bytes) into buf, NUL-terminated; "" when it cannot be read. */
+static inline void test_slurp(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    buf[n] = '\0';
+    if (f) fclose(f);
+}
+
 /* Runs a shell command with its stdout into out (NUL-terminated, at most cap-1 bytes); returns
  * its exit status, or -1 when it did not exit normally. Tests of the CLI use it. */
 static inline int test_sh(const char *cmd, char *out, size_t cap) {

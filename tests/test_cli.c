@@ -28,13 +28,6 @@ static char OUT[1 << 16], ERR[1 << 16];
 
 static int have_model(void) { return access(MODEL, R_OK) == 0; }
 
-static void slurp(const char *path, char *buf, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    buf[n] = '\0';
-    if (f) fclose(f);
-}
-
 /* The shell line that runs `nibble ARGS` inside TMPD, standard input empty unless ARGS redirects
  * it, stdout and stderr into TMPD/stdout and TMPD/stderr. */
 static void shell_line(char *cmd, size_t cap, const char *fmt, va_list ap) {
@@ -47,9 +40,9 @@ static void shell_line(char *cmd, size_t cap, const char *fmt, va_list ap) {
 static void collect(void) {
     char path[128];
     snprintf(path, sizeof path, "%s/stdout", TMPD);
-    slurp(path, OUT, sizeof OUT);
+    test_slurp(path, OUT, sizeof OUT);
     snprintf(path, sizeof path, "%s/stderr", TMPD);
-    slurp(path, ERR, sizeof ERR);
+    test_slurp(path, ERR, sizeof ERR);
 }
 
 /* Runs `nibble ARGS` (shell_line); OUT and ERR get what it printed. Returns the exit status (-1
