@@ -539,7 +539,8 @@ static void fa_run(const batch *b, const fa_item *it, float *scratch, float *out
         const int cell0 = nb_kv_cell(kv, il, p0);
         int nk = k1 - p0 < FA_KEYS ? k1 - p0 : FA_KEYS;
         if (nk > cells - cell0) nk = cells - cell0; /* a ring's run ends at its last cell */
-        nb_matmul_ex(NULL, kv->type_k, K + (size_t)cell0 * kv->k_row, 0, nk, D, qt, R, s, NB_ROUTE_QUANT);
+        nb_matmul_ex(NULL, kv->type_k, K + (size_t)cell0 * kv->k_row, 0, nk, D, qt, R, s,
+                     kv->type_k == NB_TYPE_F16 && nt == 1 ? NB_ROUTE_VEC : NB_ROUTE_QUANT); /* VEC: prefetching */
         for (int r = 0; r < R; r++) {
             const int pos = pos0 + r / G;
             float *sr = s + (size_t)r * nk, bm = -INFINITY;

@@ -85,8 +85,94 @@ static void tile16_1(const float *vf, int D, int n, const float *p, size_t ldp, 
     PV_ROW_STORE(0);
 }
 
+/* Elements d..d+31 of a value row into 4 registers, decoded in place (d a multiple of 32: one
+ * Q8_0 / Q4_0 block). */
+static inline __attribute__((always_inline)) void load32(int vtype, const uint8_t *row, int d, __m256 x[4]) {
+    if (vtype == NB_TYPE_F16) {
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) x[k] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)(d + 8 * k))));
+    } else if (vtype == NB_TYPE_F32) {
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) x[k] = _mm256_loadu_ps((const float *)row + d + 8 * k);
+    } else if (vtype == NB_TYPE_BF16) {
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            x[k] = _mm256_castsi256_ps(_mm256_slli_epi32(
+                _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)(d + 8 * k)))), 16));
+    } else if (vtype == NB_TYPE_Q8_0) {
+        const nb_block_q8_0 *b = (const nb_block_q8_0 *)row + d / NB_QK8_0;
+        const __m256 s = _mm256_set1_ps(_cvtsh_ss(b->d));
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            x[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * k)))), s);
+    } else { /* Q4_0 */
+        const nb_block_q4_0 *b = (const nb_block_q4_0 *)row + d / NB_QK4_0;
+        const __m256 s = _mm256_set1_ps(_cvtsh_ss(b->d));
+        const __m128i bytes = _mm_loadu_si128((const __m128i *)b->qs), m = _mm_set1_epi8(15), e = _mm_set1_epi8(8);
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(bytes, m), e), hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), m), e);
+        const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) x[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[k])), s);
+    }
+}
+
+/* Few rows (decode: a kv head's query heads): elements d..d+31 of one or two rows held in
+ * registers over nk value rows (a group of PV_KEYS, in L1 after the first 32 elements), each
+ * decoded in registers as it goes by. */
+static inline __attribute__((always_inline)) void direct32(int vtype, const uint8_t *v, size_t vs, int nk, int D,
+                                                           const float *p, size_t ldp, int two, float *acc, int d) {
+    __m256 a0[4], a1[4];
+    #pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        a0[k] = _mm256_loadu_ps(acc + d + 8 * k);
+        a1[k] = two ? _mm256_loadu_ps(acc + (size_t)D + d + 8 * k) : a0[k];
+    }
+    for (int j = 0; j < nk; j++) {
+        __m256 x[4];
+        if (d == 0) /* the group after this one, as its first 32 elements go by */
+            for (size_t o = 0; o < vs; o += 64) _mm_prefetch((const char *)v + (size_t)(j + PV_KEYS) * vs + o, _MM_HINT_T0);
+        load32(vtype, v + (size_t)j * vs, d, x);
+        const __m256 w0 = _mm256_broadcast_ss(p + j);
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) a0[k] = _mm256_fmadd_ps(w0, x[k], a0[k]);
+        if (two) {
+            const __m256 w1 = _mm256_broadcast_ss(p + ldp + (size_t)j);
+            #pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) a1[k] = _mm256_fmadd_ps(w1, x[k], a1[k]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        _mm256_storeu_ps(acc + d + 8 * k, a0[k]);
+        if (two) _mm256_storeu_ps(acc + (size_t)D + d + 8 * k, a1[k]);
+    }
+}
+
+#define PV_DIRECT(name, T)                                                                                                 \
+    static void direct_##name(const uint8_t *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows, float *acc) { \
+        for (int j0 = 0; j0 < nk; j0 += PV_KEYS) {                                                                     \
+            const int n = nk - j0 < PV_KEYS ? nk - j0 : PV_KEYS;                                                       \
+            const uint8_t *vj = v + (size_t)j0 * vs;                                                                   \
+            for (int r = 0; r < rows; r += 2)                                                                          \
+                for (int d = 0; d < D; d += 32)                                                                        \
+                    direct32(T, vj, vs, n, D, p + (size_t)r * ldp + (size_t)j0, ldp, rows - r >= 2, acc + (size_t)r * D, d); \
+        }                                                                                                              \
+    }
+PV_DIRECT(f16, NB_TYPE_F16)
+PV_DIRECT(f32, NB_TYPE_F32)
+PV_DIRECT(bf16, NB_TYPE_BF16)
+PV_DIRECT(q8_0, NB_TYPE_Q8_0)
+PV_DIRECT(q4_0, NB_TYPE_Q4_0)
+
 void nb_attn_pv_avx2(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows,
                      float *acc) {
+    if (rows <= 4 && D % 32 == 0) { /* decode: no pass through a decoded copy */
+        void (*fn)(const uint8_t *, size_t, int, int, const float *, size_t, int, float *) =
+            vtype == NB_TYPE_F16 ? direct_f16 : vtype == NB_TYPE_F32 ? direct_f32 : vtype == NB_TYPE_BF16 ? direct_bf16
+            : vtype == NB_TYPE_Q8_0 ? direct_q8_0 : direct_q4_0;
+        fn(v, vs, nk, D, p, ldp, rows, acc);
+        return;
+    }
     float vf[PV_KEYS * NB_ATTN_MAX_D];
     for (int j0 = 0; j0 < nk; j0 += PV_KEYS) {
         const int n = nk - j0 < PV_KEYS ? nk - j0 : PV_KEYS;
