@@ -209,6 +209,18 @@ TEST(every_family_runs) {
     }
 }
 
+/* A family's whole file, written and loaded; NULL after a failed CHECK. */
+static nb_model *family_model(const family *f) {
+    const char *path = tmp_path("family.gguf");
+    nb_model *m = NULL;
+    CHECK(!write_family(path, f, WHOLE), "%s: write: %s", f->arch, nb_last_error());
+    if (nb_model_load(path, &m)) {
+        CHECK(0, "%s: load: %s", f->arch, nb_last_error());
+        return NULL;
+    }
+    return m;
+}
+
 /* The KV cache's routes against llama.cpp's unfused order with F32 cells and every position kept:
  * the fused attention (online softmax, V rows), sliding layers' rings, token-by-token decode
  * (whose fused keys split into parts) and F16 cells give the same logits within float rounding
@@ -219,13 +231,8 @@ TEST(every_family_runs) {
 TEST(cache_routes_agree) {
     for (int k = 0; k < N_FAMILIES; k++) {
         const family *f = &FAMILIES[k];
-        const char *path = tmp_path("family.gguf");
-        CHECK(!write_family(path, f, WHOLE), "%s: write: %s", f->arch, nb_last_error());
-        nb_model *m;
-        if (nb_model_load(path, &m)) {
-            CHECK(0, "%s: load: %s", f->arch, nb_last_error());
-            continue;
-        }
+        nb_model *m = family_model(f);
+        if (!m) continue;
         nb_ctx_params p = nb_ctx_default_params();
         p.n_ctx = CTX, p.n_threads = 2, p.n_batch = 16, p.type_k = p.type_v = NB_TYPE_F32, p.flash_attn = NB_FA_OFF;
         p.swa_full = 1;
@@ -295,13 +302,8 @@ TEST(context_shifts) {
     memcpy(tail + N - DROP, ids + N, sizeof(int32_t) * MORE);
     for (int k = 0; k < N_FAMILIES; k++) {
         const family *f = &FAMILIES[k];
-        const char *path = tmp_path("family.gguf");
-        CHECK(!write_family(path, f, WHOLE), "%s: write: %s", f->arch, nb_last_error());
-        nb_model *m;
-        if (nb_model_load(path, &m)) {
-            CHECK(0, "%s: load: %s", f->arch, nb_last_error());
-            continue;
-        }
+        nb_model *m = family_model(f);
+        if (!m) continue;
         const int all_slide = nb_model_get_info(m)->n_sliding == LAYERS;
         for (int fa = 0; fa < 2; fa++) {
             nb_ctx_params p = nb_ctx_default_params();
