@@ -271,6 +271,9 @@ nb_status nb_ctx_truncate(nb_ctx *c, int n) {
 }
 size_t nb_ctx_memory(const nb_ctx *c) { return c->arena_bytes; }
 
+/* The newest position below n that ring cell `cell` of R takes (negative: none). */
+static int ring_newest(int n, int cell, int R) { return (n - 1) - ((n - 1 - cell) % R + R) % R; }
+
 /* Moves layer il's cached rows for a shift: global layers' positions from keep + d down by d,
  * their keys rotated by -d (cs); a ring's cells each take the row src[cell] names (-1: none),
  * rotated when it moves. k, v: scratch of R x head_dim floats each (one row for global layers). */
@@ -291,7 +294,7 @@ static void shift_layer(nb_ctx *c, int il, int keep, int d, const float *cs, con
         const int npos = c->pos - d;
         for (int cell = 0; cell < R; cell++) {
             if (src[cell] < 0) continue;
-            const int q = (npos - 1) - ((npos - 1 - cell) % R + R) % R; /* the position the cell takes */
+            const int q = ring_newest(npos, cell, R);
             float *kk = k + (size_t)src[cell] * D;
             if (q >= keep) rope(kk, m->info.n_rot, cs, m->arch.rope);
             nb_kv_store(kv, il, g, q, kk, v + (size_t)src[cell] * D);
@@ -313,7 +316,7 @@ nb_status nb_ctx_shift(nb_ctx *c, int keep, int n_discard) {
         return nb_fail(NB_ERR_NOMEM, "context shift: out of memory");
     }
     for (int cell = 0; cell < R; cell++) { /* the newest position each ring cell takes, and where it was */
-        const int q = (npos - 1) - ((npos - 1 - cell) % R + R) % R, o = q < keep ? q : q + d;
+        const int q = ring_newest(npos, cell, R), o = q < keep ? q : q + d;
         src[cell] = q >= 0 && kv->ring_pos[o % R] == o ? o % R : -1;
     }
     for (int il = 0; il < c->m->info.n_layer; il++) {
@@ -328,8 +331,7 @@ nb_status nb_ctx_shift(nb_ctx *c, int keep, int n_discard) {
         shift_layer(c, il, keep, d, cs, src, k, k + rows * (size_t)D);
     }
     for (int cell = 0; cell < R; cell++) {
-        const int q = (npos - 1) - ((npos - 1 - cell) % R + R) % R;
-        kv->ring_pos[cell] = src[cell] >= 0 ? q : -1;
+        kv->ring_pos[cell] = src[cell] >= 0 ? ring_newest(npos, cell, R) : -1;
     }
     free(k), free(src);
     c->pos = npos;
