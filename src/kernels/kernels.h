@@ -75,6 +75,13 @@ typedef struct nb_kernel {
      * whole groups of batch_group; the others go through mm. NULL: mm serves every batch. */
     nb_mm_fn mm_batch;
     int batch_min, batch_group;
+    /* Small batches, 2..small_max tokens of the quantized route (NULL: mm and mm_batch serve them):
+     * all of a product's tokens in one call, each in the order mm or mm_batch would give it (the batch
+     * order on the tokens mm_batch would take), so that every weight block is read from memory once
+     * for all of them; matmul.c hands it a thread's rows in one piece, as a GEMV. Bound to mm: a set
+     * that overrides mm without one falls back to mm, never to a lower set's mm_small. */
+    nb_mm_fn mm_small;
+    int small_max;
 } nb_kernel;
 
 /* Kernel of a weight type for an ISA (falls back to the best lower ISA that has one), or NULL

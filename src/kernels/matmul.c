@@ -143,13 +143,17 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
     job j = {.k = k, .aq_set = nb_act_get(isa), .n_in = n_in, .n_out = n_out, .n_tok = n_tok, .x = x, .w = w, .w_row = (size_t)w_row, .y = y};
     j.act_type = route == NB_ROUTE_QUANT ? k->act_type : NB_TYPE_F32;
     j.mm = route == NB_ROUTE_QUANT ? k->mm : route == NB_ROUTE_F32 ? k->mm_f32 : k->mm_vec;
-    if (route == NB_ROUTE_QUANT && k->mm_batch && n_tok >= k->batch_min) {
+    /* a small batch goes to its own kernel in one piece (kernels.h: the orders of mm and mm_batch) */
+    const int small = route == NB_ROUTE_QUANT && k->mm_small && n_tok >= 2 && n_tok <= k->small_max;
+    if (small)
+        j.mm = k->mm_small;
+    else if (route == NB_ROUTE_QUANT && k->mm_batch && n_tok >= k->batch_min) {
         j.mm_batch = k->mm_batch;
         j.n_bat = n_tok - n_tok % k->batch_group;
     }
-    /* panels exist to reuse weights across token tiles; one token (GEMV) streams a thread's rows in
-     * one piece, so that a kernel may spread its rows over distant parts of them */
-    j.panel = n_tok == 1 ? n_out : (int64_t)(NB_PANEL_BYTES / j.w_row);
+    /* panels exist to reuse weights across token tiles; one token (GEMV) and a small batch stream a
+     * thread's rows in one piece, so that a kernel may spread its rows over distant parts of them */
+    j.panel = n_tok == 1 || small ? n_out : (int64_t)(NB_PANEL_BYTES / j.w_row);
     /* whole tiles (4 rows, or the kernel's row multiple: the AVX2 GEMM panels take 8) */
     const int64_t tile = k->rows_per_tile > 4 ? k->rows_per_tile : 4;
     j.panel = j.panel < tile ? tile : j.panel - j.panel % tile;

@@ -23,3 +23,18 @@ static inline __m256i kp_scale_word(__m256i s32) { return _mm256_blend_epi16(s32
 #define KP_Q6_RUN 2
 
 #include "kernels/x86/avx2/kquants.h"
+
+/* Small batches (kernels.h, mm_small): the tiles above, every token of a tile of rows at once.
+ * Q4_K's tokens in whole groups of 4 take the batch order, the others the GEMV order; Q6_K's all
+ * take the batch order from 8 tokens (the table's batch_min and batch_group: the split nb_matmul
+ * makes for mm_batch). */
+void nb_mm_q4_k_small_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                           float *y, size_t ldy) {
+    const int64_t nbat = nt >= 4 ? nt - nt % 4 : 0;
+    nb_avx2_tile_loop_small2(tiles_q4_k_batch, TMAX, tiles_q4_k, TMAX, nbat, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);
+}
+
+void nb_mm_q6_k_small_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                           float *y, size_t ldy) {
+    nb_avx2_tile_loop_small(nt >= 8 ? tiles_q6_k_batch : tiles_q6_k, TMAX, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);
+}

@@ -413,22 +413,32 @@ static inline __attribute__((always_inline)) void tile_nv(int ub, int nr, int T,
                         float *y, size_t ldy) {                                                                 \
         nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                              \
     }
+/* Small batches with the same tiles, all tokens of a tile of rows at once (kernels.h, mm_small) */
+#define KERNEL_S(ty, k, A)                                                                                       \
+    KERNEL(ty, k, A)                                                                                             \
+    static void mm_small_##ty(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,         \
+                              int64_t nt, float *y, size_t ldy) {                                               \
+        nb_avx2_tile_loop_small(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                        \
+    }
 
-KERNEL(q4_0, units, (row_q4_0, 18, 4))
-KERNEL(q5_0, units, (row_q5_0, 22, 0))
-KERNEL(q8_0, units, (row_q8_0, 34, 0))
-KERNEL(mxfp4, mx, (17))
-KERNEL(nvfp4, nv, (18))
-KERNEL(q4_1, min, (row_q4_1, 20))
-KERNEL(q5_1, min, (row_q5_1, 24))
+KERNEL_S(q4_0, units, (row_q4_0, 18, 4))
+KERNEL_S(q5_0, units, (row_q5_0, 22, 0))
+KERNEL_S(q8_0, units, (row_q8_0, 34, 0))
+KERNEL_S(mxfp4, mx, (17))
+KERNEL_S(nvfp4, nv, (18))
+KERNEL_S(q4_1, min, (row_q4_1, 20))
+KERNEL_S(q5_1, min, (row_q5_1, 24))
 
-#define Q8(t, s, act) [NB_TYPE_##t] = {act, mm_##s, NULL, "avx512 " #s " x q8_0", NULL, RT}
-
-#define Q81(t, s) [NB_TYPE_##t] = {NB_TYPE_Q8_1, mm_##s, NULL, "avx512 " #s " x q8_1", NULL, RT}
+#define SMALL_MAX 16 /* tokens for mm_small */
+#define Q8(t, s, act)                                                                                            \
+    [NB_TYPE_##t] = {act, mm_##s, NULL, "avx512 " #s " x q8_0", NULL, RT, .mm_small = mm_small_##s, .small_max = SMALL_MAX}
+#define Q81(t, s)                                                                                                \
+    [NB_TYPE_##t] = {NB_TYPE_Q8_1, mm_##s, NULL, "avx512 " #s " x q8_1", NULL, RT, .mm_small = mm_small_##s,         \
+                     .small_max = SMALL_MAX}
 #define QK(t, s, n) [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx512, NULL, "avx512 " n " x q8_K", NULL, RT}
 #define QKB(t, s, n, bmin, bgroup)                                                                              \
     [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx512, NULL, "avx512 " n " x q8_K", NULL, RT, NULL,        \
-                     nb_mm_##s##_batch_q8_k_avx512, bmin, bgroup}
+                     nb_mm_##s##_batch_q8_k_avx512, bmin, bgroup, nb_mm_##s##_small_avx512, SMALL_MAX}
 
 #define FL(t, s) [NB_TYPE_##t] = {NB_TYPE_F32, nb_mm_##s##_f32_avx512, nb_mm_##s##_f32_avx512, "avx512 " #s " x f32", \
                                  "avx512 " #s " x f32", RT}
