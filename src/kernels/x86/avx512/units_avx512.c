@@ -436,20 +436,22 @@ KERNEL_S(q5_1, min, (row_q5_1, 24))
     [NB_TYPE_##t] = {NB_TYPE_Q8_1, mm_##s, NULL, "avx512 " #s " x q8_1", NULL, RT, .mm_small = mm_small_##s,         \
                      .small_max = SMALL_MAX}
 #define QK(t, s, n) [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx512, NULL, "avx512 " n " x q8_K", NULL, RT}
-#define QKB(t, s, n, bmin, bgroup)                                                                              \
+#define QKB(t, s, n, bmin, bgroup, smax)                                                                        \
     [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx512, NULL, "avx512 " n " x q8_K", NULL, RT, NULL,        \
-                     nb_mm_##s##_batch_q8_k_avx512, bmin, bgroup, nb_mm_##s##_small_avx512, SMALL_MAX}
+                     nb_mm_##s##_batch_q8_k_avx512, bmin, bgroup, nb_mm_##s##_small_avx512, smax}
 
-#define FL(t, s) [NB_TYPE_##t] = {NB_TYPE_F32, nb_mm_##s##_f32_avx512, nb_mm_##s##_f32_avx512, "avx512 " #s " x f32", \
-                                 "avx512 " #s " x f32", RT}
+#define FL(t, s)                                                                                                 \
+    [NB_TYPE_##t] = {NB_TYPE_F32, nb_mm_##s##_f32_avx512, nb_mm_##s##_f32_avx512, "avx512 " #s " x f32",            \
+                     "avx512 " #s " x f32", RT, .mm_small = nb_mm_##s##_small_f32_avx512, .small_max = SMALL_MAX}
 
 /* Q4_K, Q5_K and Q6_K: kquants_avx512.c; F32, F16 and BF16: floats_avx512.c. The block types'
  * float route (mm_f32 NULL here) comes from the AVX2 table (dispatch). */
 const nb_kernel nb_kernels_avx512[NB_KERNEL_TYPES] = {
     Q8(Q4_0, q4_0, NB_ACT_Q8_0X), Q8(Q5_0, q5_0, NB_ACT_Q8_0X), Q8(Q8_0, q8_0, NB_ACT_Q8_0X),
     Q8(MXFP4, mxfp4, NB_ACT_Q8_0X_MX), Q8(NVFP4, nvfp4, NB_ACT_Q8_0X_NV), Q81(Q4_1, q4_1), Q81(Q5_1, q5_1),
-    QKB(Q4_K, q4_k, "q4_K", 4, 4), QK(Q5_K, q5_k, "q5_K"),
-    QKB(Q6_K, q6_k, "q6_K", 8, 1), FL(F32, f32), FL(BF16, bf16),
+    /* Q4_K's panel (kpanel.h) from 16 tokens: in cache 0.43 ns per row, token and 32 elements, its small tiles 0.50 */
+    QKB(Q4_K, q4_k, "q4_K", 4, 4, 15), QK(Q5_K, q5_k, "q5_K"),
+    QKB(Q6_K, q6_k, "q6_K", 8, 1, 16), FL(F32, f32), FL(BF16, bf16),
     [NB_TYPE_F16] = {NB_TYPE_F32, nb_mm_f16_f32_avx512, nb_mm_f16_f32_avx512, "avx512 f16 x f32", "avx512 f16 x f32", RT,
-                     nb_mm_f16_vec_f32_avx512},
+                     nb_mm_f16_vec_f32_avx512, .mm_small = nb_mm_f16_small_f32_avx512, .small_max = SMALL_MAX},
 };
