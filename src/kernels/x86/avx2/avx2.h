@@ -52,7 +52,7 @@ void nb_mm_q4_k_q8_k_avx512(int64_t n, const void *w, size_t ws, const void *a, 
 void nb_mm_q5_k_q8_k_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q6_k_q8_k_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q6_k_small_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
-void nb_mm_q4_k_small_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_q4_k_small_kt_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q4_k_batch_q8_k_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q6_k_batch_q8_k_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_f32_f32_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
@@ -91,6 +91,13 @@ void nb_avx2_tile_loop_small(const nb_avx2_tile_fn *tiles, int tmax, int64_t n, 
 void nb_avx2_tile_loop_small2(const nb_avx2_tile_fn *batch, int bmax, const nb_avx2_tile_fn *plain, int pmax,
                               int64_t nbat, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
                               int64_t nt, float *y, size_t ldy);
+/* The same with the first 8 * ng tokens in ng groups of NB_ACT_Q8_KT (kernels.h, small_kt), gs
+ * bytes apart from kt, through grp: grp[R - 1] is R rows against one group, its `a` the group's
+ * first block and its outputs the group's 8 tokens. */
+void nb_avx2_tile_loop_small_kt(const nb_avx2_tile_fn *grp, const void *kt, size_t gs, int64_t ng,
+                                const nb_avx2_tile_fn *batch, int bmax, const nb_avx2_tile_fn *plain, int pmax,
+                                int64_t nbat, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
+                                int64_t nt, float *y, size_t ldy);
 /* Float route of a block type: decode a block per row to an L1 stack buffer, FMA with f32. */
 void nb_mm_blocks_f32_avx2(int type, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 

@@ -32,30 +32,47 @@ static void rows_tokens(const nb_avx2_tile_fn *tiles, int tmax, int rr, int64_t 
     }
 }
 
-/* A tile of rows against every token: the first nbat through the batch tiles, the rest through
- * the plain ones. */
-static void rows_all_tokens(const nb_avx2_tile_fn *batch, int bmax, const nb_avx2_tile_fn *plain, int pmax,
-                            int64_t nbat, int rr, int64_t n, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
-                            size_t as, int64_t nt, float *y, size_t ldy) {
-    rows_tokens(batch, bmax, rr, n, w, ws, rs, a, as, 0, nbat, y, ldy);
-    rows_tokens(plain, pmax, rr, n, w, ws, rs, a, as, nbat, nt, y, ldy);
+typedef struct {
+    const nb_avx2_tile_fn *grp, *batch, *plain;
+    int bmax, pmax;
+    const uint8_t *kt;         /* groups of 8 tokens (kernels.h, NB_ACT_Q8_KT), gs bytes apart */
+    size_t gs;
+    int64_t ng, nbat, n, nt;   /* tokens: 8 * ng by groups, then to nbat by batch, then plain */
+    const uint8_t *a;
+    size_t as, ldy;
+} small_job;
+
+/* A tile of rows (rr of them, rs rows apart) against every token. */
+static void rows_all_tokens(const small_job *j, int rr, const uint8_t *w, size_t ws, size_t rs, float *y) {
+    for (int64_t g = 0; g < j->ng; g++)
+        j->grp[rr - 1](j->n, w, ws, rs, j->kt + (size_t)g * j->gs, j->gs, y + (size_t)(8 * g) * j->ldy, j->ldy);
+    rows_tokens(j->batch, j->bmax, rr, j->n, w, ws, rs, j->a, j->as, 8 * j->ng, j->nbat, y, j->ldy);
+    rows_tokens(j->plain, j->pmax, rr, j->n, w, ws, rs, j->a, j->as, j->nbat, j->nt, y, j->ldy);
+}
+
+static void small_loop(const small_job *j, const uint8_t *w, size_t ws, int64_t nr, float *y) {
+    if (nr >= 16) {
+        const int64_t q = nr / 4;
+        for (int64_t r = 0; r < q; r++) rows_all_tokens(j, 4, w + (size_t)r * ws, ws, (size_t)q, y + r);
+        w += (size_t)(4 * q) * ws;
+        y += 4 * q;
+        nr -= 4 * q;
+    }
+    for (int64_t r = 0; r < nr; r += 4) rows_all_tokens(j, nr - r < 4 ? (int)(nr - r) : 4, w + (size_t)r * ws, ws, 1, y + r);
+}
+
+void nb_avx2_tile_loop_small_kt(const nb_avx2_tile_fn *grp, const void *kt, size_t gs, int64_t ng,
+                                const nb_avx2_tile_fn *batch, int bmax, const nb_avx2_tile_fn *plain, int pmax,
+                                int64_t nbat, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
+                                int64_t nt, float *y, size_t ldy) {
+    const small_job j = {grp, batch, plain, bmax, pmax, kt, gs, ng, nbat, n, nt, a, as, ldy};
+    small_loop(&j, w, ws, nr, y);
 }
 
 void nb_avx2_tile_loop_small2(const nb_avx2_tile_fn *batch, int bmax, const nb_avx2_tile_fn *plain, int pmax,
                               int64_t nbat, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
                               int64_t nt, float *y, size_t ldy) {
-    const uint8_t *wb = w;
-    if (nr >= 16) {
-        const int64_t q = nr / 4;
-        for (int64_t r = 0; r < q; r++)
-            rows_all_tokens(batch, bmax, plain, pmax, nbat, 4, n, wb + (size_t)r * ws, ws, (size_t)q, a, as, nt, y + r, ldy);
-        wb += (size_t)(4 * q) * ws;
-        y += 4 * q;
-        nr -= 4 * q;
-    }
-    for (int64_t r = 0; r < nr; r += 4)
-        rows_all_tokens(batch, bmax, plain, pmax, nbat, nr - r < 4 ? (int)(nr - r) : 4, n, wb + (size_t)r * ws, ws, 1, a, as,
-                        nt, y + r, ldy);
+    nb_avx2_tile_loop_small_kt(NULL, NULL, 0, 0, batch, bmax, plain, pmax, nbat, n, w, ws, a, as, nr, nt, y, ldy);
 }
 
 void nb_avx2_tile_loop_small(const nb_avx2_tile_fn *tiles, int tmax, int64_t n, const void *w, size_t ws, const void *a,
