@@ -50,8 +50,14 @@ static void rows_all_tokens(const small_job *j, int rr, const uint8_t *w, size_t
     rows_tokens(j->plain, j->pmax, rr, j->n, w, ws, rs, j->a, j->as, j->nbat, j->nt, y, j->ldy);
 }
 
+/* Tokens up to which a small batch takes the rows by quarters. With more, a tile of rows is slow
+ * enough for one memory stream, and the quarters' output writes (4 x tokens partial cache lines at
+ * once) cost more: 262144 x 640 Q8_0 at 16 tokens, 1 thread, 3.2 GB/s by quarters, 4.2 by
+ * neighbouring rows (12 tokens: the same either way). */
+#define SMALL_QUARTERS_MAX 8
+
 static void small_loop(const small_job *j, const uint8_t *w, size_t ws, int64_t nr, float *y) {
-    if (nr >= 16) {
+    if (nr >= 16 && j->nt <= SMALL_QUARTERS_MAX) {
         const int64_t q = nr / 4;
         for (int64_t r = 0; r < q; r++) rows_all_tokens(j, 4, w + (size_t)r * ws, ws, (size_t)q, y + r);
         w += (size_t)(4 * q) * ws;
