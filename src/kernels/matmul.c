@@ -164,8 +164,7 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
     if (small) {
         j.mm = k->mm_small;
         if (k->small_kt) kt = n_tok / 8;
-    }
-    else if (route == NB_ROUTE_QUANT && k->mm_batch && n_tok >= k->batch_min) {
+    } else if (route == NB_ROUTE_QUANT && k->mm_batch && n_tok >= k->batch_min) {
         j.mm_batch = k->mm_batch;
         j.n_bat = n_tok - n_tok % k->batch_group;
     }
@@ -185,9 +184,12 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
         j.a_row = nb_act_row_bytes(j.act_type, n_in);
         if (!nb_mul_u64(j.a_row, (uint64_t)n_tok, &a_total) || a_total > SIZE_MAX)
             return nb_fail(NB_ERR_OVERFLOW, "nb_matmul: activation scratch %zu x %lld", j.a_row, (long long)n_tok);
-        /* tokens <= 16 and the rows' size checked above: no overflow */
-        const size_t kt_off = ((size_t)a_total + 63) / 64 * 64;
-        if (kt) a_total = kt_off + (size_t)kt * (size_t)(n_in / NB_QK_K) * sizeof(nb_block_q8_kt);
+        /* a small_kt kernel's groups after the rows, from a multiple of 64 bytes */
+        uint64_t kt_off = 0, kt_bytes = 0;
+        if (kt && (!nb_align_u64(a_total, 64, &kt_off) ||
+                   !nb_mul_u64((uint64_t)kt * (uint64_t)(n_in / NB_QK_K), sizeof(nb_block_q8_kt), &kt_bytes) ||
+                   !nb_add_u64(kt_off, kt_bytes, &a_total) || a_total > SIZE_MAX))
+            return nb_fail(NB_ERR_OVERFLOW, "nb_matmul: activation scratch of %lld token groups", (long long)kt);
         void *buf = pool ? nb_pool_lock_scratch(pool, (size_t)a_total) : (heap = malloc((size_t)a_total));
         if (!buf) return nb_fail(NB_ERR_NOMEM, "nb_matmul: %llu bytes of activation scratch", (unsigned long long)a_total);
         j.aq = buf;
