@@ -156,6 +156,66 @@ TEST(avx512_matches_reference) {
     all_shapes_isa(NB_ISA_AVX512);
 }
 
+/* Small batches (kernels.h, mm_small: 2 to 16 tokens in one call, a thread's rows in one piece):
+ * every token count from 1 to 16 against the reference, bit for bit on the integer routes, with
+ * row counts that take the quarters (37 = 4 x 9 + 1, 18 = 4 x 4 + 2) or only tiles (5, 3), and
+ * rows of one block, a few and many; the K-quants' batch orders start at 4 (Q4_K, whole groups
+ * of 4) and 8 (Q6_K) tokens, so every split of a call between the two orders is met. Outputs are
+ * prefilled with NaN (compare_isa). */
+static void small_batches_isa(nb_isa isa) {
+    static const int64_t rows[] = {37, 18, 5, 3};
+    for (int ti = 0; ti < ntypes; ti++) {
+        int64_t n_in[3];
+        shapes(types[ti], n_in);
+        for (int ri = 0; ri < 4; ri++)
+            for (int nt = 1; nt <= 16; nt++) {
+                /* the long rows with every token count on the quarters' shapes, the others at a few */
+                const int si = ri < 2 ? (nt % 3 == 0 ? 2 : nt % 3 == 1 ? 1 : 0) : (nt % 2 ? 0 : 1);
+                if (ri >= 2 && nt % 5 && nt != 16) continue;
+                problem p;
+                CHECK(make(&p, types[ti], rows[ri], n_in[si], nt), "setup %s", nb_type_name(types[ti]));
+                compare_isa(isa, &p, NB_ROUTE_QUANT);
+                drop(&p);
+            }
+    }
+}
+
+TEST(avx2_small_batches_match_reference) {
+    if (nb_isa_best() < NB_ISA_AVX2) SKIP("no AVX2");
+    small_batches_isa(NB_ISA_AVX2);
+}
+
+TEST(avx512_small_batches_match_reference) {
+    if (nb_isa_best() < NB_ISA_AVX512 || !nb_cpu()->avx512vnni) SKIP("no AVX-512");
+    small_batches_isa(NB_ISA_AVX512);
+}
+
+/* The same small batch with 1, 2 and 3 threads: the same bits (each thread's rows in one piece go
+ * by quarters of their own, so the rows' tiles differ with the threads; their instructions per row
+ * may not). */
+TEST(small_batches_thread_count_invariance) {
+    static const int tt[] = {NB_TYPE_Q8_0, NB_TYPE_Q5_0, NB_TYPE_Q4_K, NB_TYPE_Q6_K, NB_TYPE_MXFP4, NB_TYPE_NVFP4, NB_TYPE_F16};
+    for (size_t ti = 0; ti < sizeof tt / sizeof tt[0]; ti++) {
+        problem p;
+        const int64_t n = nb_type_get(tt[ti])->block_elems == 256 ? 512 : 128, rows = 75, toks = 13;
+        CHECK(make(&p, tt[ti], rows, n, toks), "setup");
+        for (int nt = 2; nt <= toks; nt += 3) {
+            fill_nan(p.y_ref, rows * toks);
+            CHECK(nb_matmul(NULL, p.type, p.w, rows, n, p.x, nt, p.y_ref) == NB_OK, "matmul");
+            for (int threads = 1; threads <= 3; threads++) {
+                nb_pool *pool;
+                CHECK(nb_pool_create(threads, &pool) == NB_OK, "pool");
+                fill_nan(p.y, rows * toks);
+                CHECK(nb_matmul(pool, p.type, p.w, rows, n, p.x, nt, p.y) == NB_OK, "matmul: %s", nb_last_error());
+                CHECK(memcmp(p.y, p.y_ref, sizeof(float) * (size_t)(rows * nt)) == 0, "%s, %d threads, %d tokens differ",
+                      nb_type_name(p.type), threads, nt);
+                nb_pool_destroy(pool);
+            }
+        }
+        drop(&p);
+    }
+}
+
 /* The float weights' AVX-512 tiles (4 tokens) and AVX2 tiles (2 tokens) share one body and give
  * each output the same fma sequence: the same bits, on tile-edge shapes and a ragged row length. */
 TEST(float_tiles_agree_across_sets) {
@@ -564,6 +624,9 @@ int main(void) {
     RUN(avx2_gemm_panels_match_reference);
     RUN(avx512_gemm_panels_match_reference);
     RUN(avx512_matches_reference);
+    RUN(avx2_small_batches_match_reference);
+    RUN(avx512_small_batches_match_reference);
+    RUN(small_batches_thread_count_invariance);
     RUN(float_tiles_agree_across_sets);
     RUN(fp4_scale_codes_match_reference);
     RUN(reference_matches_double);

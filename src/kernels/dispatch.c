@@ -23,6 +23,9 @@ static void overlay(nb_kernel *dst, const nb_kernel *src) {
         dst->mm = src->mm;
         dst->name = src->name;
         dst->rows_per_tile = src->rows_per_tile;
+        dst->mm_small = src->mm_small; /* it reads mm's activation type */
+        dst->small_max = src->small_max;
+        dst->small_kt = src->small_kt;
     }
     if (src->mm_f32) {
         dst->mm_f32 = src->mm_f32;

@@ -75,6 +75,16 @@ typedef struct nb_kernel {
      * whole groups of batch_group; the others go through mm. NULL: mm serves every batch. */
     nb_mm_fn mm_batch;
     int batch_min, batch_group;
+    /* Small batches, 2..small_max tokens of the quantized route (NULL: mm and mm_batch serve them):
+     * all of a product's tokens in one call, each in the order mm or mm_batch would give it (the batch
+     * order on the tokens mm_batch would take), so that every weight block is read from memory once
+     * for all of them; matmul.c hands it a thread's rows in one piece, as a GEMV. Bound to mm: a set
+     * that overrides mm without one falls back to mm, never to a lower set's mm_small. */
+    nb_mm_fn mm_small;
+    int small_max;
+    /* Q8_K kernels: mm_small also reads NB_ACT_Q8_KT groups of the first 8 * (n / 8) tokens, which
+     * matmul.c appends to the rows (nb_act_kt_groups). */
+    int small_kt;
 } nb_kernel;
 
 /* Kernel of a weight type for an ISA (falls back to the best lower ISA that has one), or NULL
@@ -133,6 +143,22 @@ typedef struct {
  * NVFP4's nibbles take them (elements 0-7, 16-23, 8-15, 24-31). */
 #define NB_ACT_Q8_0X_MX 1001
 #define NB_ACT_Q8_0X_NV 1002
+
+/* NB_ACT_Q8_KT (not a GGUF type): 8 tokens' Q8_K blocks side by side ("token-major"), so that one
+ * 256-bit register holds the same 4 codes of 8 tokens, a dword each (lane t: token t), and a
+ * kernel with several tokens needs no horizontal sums: a vpdpbusd of a row's 4 codes (broadcast)
+ * by such a register gives each token's product in its lane. Block i of a group of 8 tokens: */
+typedef struct {
+    int8_t qs[8][8][32]; /* [32-element group g][k][4t + j]: token t's code 32g + 4k + j */
+    int32_t bp[8][8];    /* [m][t]: token t's bsums[2m] | bsums[2m + 1] << 16 (as uint16) */
+    float d[8];          /* [t] */
+} nb_block_q8_kt;
+/* The groups of the first 8 * (nt / 8) of nt Q8_K rows (as bytes apart, nb blocks each), group G
+ * (tokens 8G..8G+7) at kt + G * nb, as matmul.c lays them out for a small_kt kernel: the rows'
+ * bytes rounded up to 64, then the groups. */
+static inline const nb_block_q8_kt *nb_act_kt_groups(const void *a, size_t as, int64_t nt) {
+    return (const nb_block_q8_kt *)((const uint8_t *)a + ((size_t)nt * as + 63) / 64 * 64);
+}
 /* The set for a kernel set (AVX-512 uses AVX2's; lowered to what the CPU runs). */
 const nb_act_set *nb_act_get(nb_isa isa);
 /* Quantizes one activation row to act_type (Q8_0, Q8_1, Q8_K, NB_ACT_Q8_0X, _MX or _NV) with an ISA's set. */

@@ -91,6 +91,21 @@ typedef struct {
     int64_t panel;
 } job;
 
+/* NB_ACT_Q8_KT group G of the Q8_K rows at a (as bytes apart, nb blocks each) into dst. */
+static void kt_group(const uint8_t *a, size_t as, int64_t G, int64_t nb, nb_block_q8_kt *dst) {
+    for (int64_t i = 0; i < nb; i++) {
+        nb_block_q8_kt *o = dst + i;
+        for (int t = 0; t < 8; t++) {
+            const nb_block_q8_k *b = (const nb_block_q8_k *)(a + (size_t)(8 * G + t) * as) + i;
+            for (int g = 0; g < 8; g++)
+                for (int k = 0; k < 8; k++) memcpy(o->qs[g][k] + 4 * t, b->qs + 32 * g + 4 * k, 4);
+            for (int m = 0; m < 8; m++)
+                o->bp[m][t] = (int32_t)((uint32_t)(uint16_t)b->bsums[2 * m] | (uint32_t)(uint16_t)b->bsums[2 * m + 1] << 16);
+            o->d[t] = b->d;
+        }
+    }
+}
+
 static void quantize_rows(void *ctx, int64_t b, int64_t e) {
     job *j = ctx;
     for (int64_t t = b; t < e; t++)
@@ -140,16 +155,22 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
         w_row = w_stride;
     }
 
+    int64_t kt = 0; /* NB_ACT_Q8_KT groups (kernels.h, small_kt) */
     job j = {.k = k, .aq_set = nb_act_get(isa), .n_in = n_in, .n_out = n_out, .n_tok = n_tok, .x = x, .w = w, .w_row = (size_t)w_row, .y = y};
     j.act_type = route == NB_ROUTE_QUANT ? k->act_type : NB_TYPE_F32;
     j.mm = route == NB_ROUTE_QUANT ? k->mm : route == NB_ROUTE_F32 ? k->mm_f32 : k->mm_vec;
-    if (route == NB_ROUTE_QUANT && k->mm_batch && n_tok >= k->batch_min) {
+    /* a small batch goes to its own kernel in one piece (kernels.h: the orders of mm and mm_batch) */
+    const int small = route == NB_ROUTE_QUANT && k->mm_small && n_tok >= 2 && n_tok <= k->small_max;
+    if (small) {
+        j.mm = k->mm_small;
+        if (k->small_kt) kt = n_tok / 8;
+    } else if (route == NB_ROUTE_QUANT && k->mm_batch && n_tok >= k->batch_min) {
         j.mm_batch = k->mm_batch;
         j.n_bat = n_tok - n_tok % k->batch_group;
     }
-    /* panels exist to reuse weights across token tiles; one token (GEMV) streams a thread's rows in
-     * one piece, so that a kernel may spread its rows over distant parts of them */
-    j.panel = n_tok == 1 ? n_out : (int64_t)(NB_PANEL_BYTES / j.w_row);
+    /* panels exist to reuse weights across token tiles; one token (GEMV) and a small batch stream a
+     * thread's rows in one piece, so that a kernel may spread its rows over distant parts of them */
+    j.panel = n_tok == 1 || small ? n_out : (int64_t)(NB_PANEL_BYTES / j.w_row);
     /* whole tiles (4 rows, or the kernel's row multiple: the AVX2 GEMM panels take 8) */
     const int64_t tile = k->rows_per_tile > 4 ? k->rows_per_tile : 4;
     j.panel = j.panel < tile ? tile : j.panel - j.panel % tile;
@@ -163,11 +184,19 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
         j.a_row = nb_act_row_bytes(j.act_type, n_in);
         if (!nb_mul_u64(j.a_row, (uint64_t)n_tok, &a_total) || a_total > SIZE_MAX)
             return nb_fail(NB_ERR_OVERFLOW, "nb_matmul: activation scratch %zu x %lld", j.a_row, (long long)n_tok);
+        /* a small_kt kernel's groups after the rows, from a multiple of 64 bytes */
+        uint64_t kt_off = 0, kt_bytes = 0;
+        if (kt && (!nb_align_u64(a_total, 64, &kt_off) ||
+                   !nb_mul_u64((uint64_t)kt * (uint64_t)(n_in / NB_QK_K), sizeof(nb_block_q8_kt), &kt_bytes) ||
+                   !nb_add_u64(kt_off, kt_bytes, &a_total) || a_total > SIZE_MAX))
+            return nb_fail(NB_ERR_OVERFLOW, "nb_matmul: activation scratch of %lld token groups", (long long)kt);
         void *buf = pool ? nb_pool_lock_scratch(pool, (size_t)a_total) : (heap = malloc((size_t)a_total));
         if (!buf) return nb_fail(NB_ERR_NOMEM, "nb_matmul: %llu bytes of activation scratch", (unsigned long long)a_total);
         j.aq = buf;
         j.a = buf;
         nb_pool_for_locked(pool, n_tok, 1, quantize_rows, &j);
+        for (int64_t G = 0; G < kt; G++)
+            kt_group(j.a, j.a_row, G, n_in / NB_QK_K, (nb_block_q8_kt *)(j.aq + kt_off) + G * (n_in / NB_QK_K));
     }
     int64_t grain = k->rows_per_tile > 0 ? k->rows_per_tile : 1;
     nb_pool_for_locked(pool, n_out, grain, run_rows, &j);

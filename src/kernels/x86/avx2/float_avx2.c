@@ -72,13 +72,20 @@ BLOCKS_F32(q5_k, Q5_K)
 BLOCKS_F32(q6_k, Q6_K)
 
 /* rows per tile r: 8 for the types whose GEMM goes through panel.h's 8-row panels */
-#define Q8(t, s, f, r, act) [NB_TYPE_##t] = {act, nb_mm_##s##_q8_0_avx2, f, "avx2 " #s " x q8_0", "avx2 " #s " x f32", r}
-#define Q81(t, s) [NB_TYPE_##t] = {NB_TYPE_Q8_1, nb_mm_##s##_q8_1_avx2, mmf_##s, "avx2 " #s " x q8_1", "avx2 " #s " x f32", 4}
+#define SMALL_MAX 15 /* tokens for mm_small: from 16 the 8-lane types take panel.h's panels */
+#define Q8(t, s, f, r, act)                                                                                       \
+    [NB_TYPE_##t] = {act, nb_mm_##s##_q8_0_avx2, f, "avx2 " #s " x q8_0", "avx2 " #s " x f32", r,                 \
+                     .mm_small = nb_mm_##s##_small_avx2, .small_max = SMALL_MAX}
+#define Q81(t, s)                                                                                                 \
+    [NB_TYPE_##t] = {NB_TYPE_Q8_1, nb_mm_##s##_q8_1_avx2, mmf_##s, "avx2 " #s " x q8_1", "avx2 " #s " x f32", 4,      \
+                     .mm_small = nb_mm_##s##_small_avx2, .small_max = SMALL_MAX}
 #define QK(t, s, n, f, r) [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx2, f, "avx2 " n " x q8_K", "avx2 " n " x f32", r}
 #define QKB(t, s, n, f, r, bmin, bgroup)                                                                         \
     [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx2, f, "avx2 " n " x q8_K", "avx2 " n " x f32", r, NULL, \
-                     nb_mm_##s##_batch_q8_k_avx2, bmin, bgroup}
-#define FL(t, s) [NB_TYPE_##t] = {NB_TYPE_F32, nb_mm_##s##_f32_avx2, nb_mm_##s##_f32_avx2, "avx2 " #s " x f32", "avx2 " #s " x f32", 4}
+                     nb_mm_##s##_batch_q8_k_avx2, bmin, bgroup, nb_mm_##s##_small_avx2, SMALL_MAX}
+#define FL(t, s)                                                                                                  \
+    [NB_TYPE_##t] = {NB_TYPE_F32, nb_mm_##s##_f32_avx2, nb_mm_##s##_f32_avx2, "avx2 " #s " x f32", "avx2 " #s " x f32", 4, \
+                     .mm_small = nb_mm_##s##_small_f32_avx2, .small_max = 16}
 
 const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES] = {
     Q8(Q4_0, q4_0, mmf_q4_0, 8, NB_ACT_Q8_0X),
@@ -93,6 +100,6 @@ const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES] = {
     QKB(Q6_K, q6_k, "q6_K", mmf_q6_k, 8, 8, 1),
     FL(F32, f32),
     [NB_TYPE_F16] = {NB_TYPE_F32, nb_mm_f16_f32_avx2, nb_mm_f16_f32_avx2, "avx2 f16 x f32", "avx2 f16 x f32", 4,
-                     nb_mm_f16_vec_f32_avx2},
+                     nb_mm_f16_vec_f32_avx2, .mm_small = nb_mm_f16_small_f32_avx2, .small_max = 16},
     FL(BF16, bf16),
 };

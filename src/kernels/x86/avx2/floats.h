@@ -5,7 +5,8 @@
  * (AVX-512VL's 32 registers: 4 tokens, so each weight vector is loaded and converted once per 4
  * tokens, as attention's 4 query heads per KV head want). Each output's accumulator takes the same
  * fma sequence in either, so both give the same bits. Before including, define FL_TMAX and FL_ISA
- * (the suffix of the nb_mm_<type>_f32_<isa> entry points).
+ * (the suffix of the nb_mm_<type>_f32_<isa> entry points; nb_mm_<type>_small_f32_<isa> are their small batches,
+ * kernels.h's mm_small: the same tiles, each output the same fma sequence).
  */
 #include "kernels/x86/avx2/avx2.h"
 
@@ -78,6 +79,10 @@ static inline __attribute__((always_inline)) void tile_float(load_fn ld, one_fn 
     void FL_NAME(ty, FL_ISA)(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,         \
                              int64_t nt, float *y, size_t ldy) {                                              \
         nb_avx2_tile_loop(tiles_##ty, FL_TMAX, n, w, ws, a, as, nr, nt, y, ldy);                               \
+    }                                                                                                          \
+    void FL_NAME(ty##_small, FL_ISA)(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, \
+                                     int64_t nt, float *y, size_t ldy) {                                      \
+        nb_avx2_tile_loop_small(tiles_##ty, FL_TMAX, n, w, ws, a, as, nr, nt, y, ldy);                         \
     }
 
 FL_KERNEL(f32)

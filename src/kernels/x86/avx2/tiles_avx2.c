@@ -22,3 +22,66 @@ void nb_avx2_tile_loop(const nb_avx2_tile_fn *tiles, int tmax, int64_t n, const 
         }
     }
 }
+
+/* One tile of rows (rr of them, rs rows apart) against tokens t0..t1-1, tmax at a time. */
+static void rows_tokens(const nb_avx2_tile_fn *tiles, int tmax, int rr, int64_t n, const uint8_t *w, size_t ws,
+                        size_t rs, const uint8_t *a, size_t as, int64_t t0, int64_t t1, float *y, size_t ldy) {
+    for (int64_t t = t0; t < t1; t += tmax) {
+        const int tt = t1 - t < tmax ? (int)(t1 - t) : tmax;
+        tiles[(rr - 1) * tmax + tt - 1](n, w, ws, rs, a + (size_t)t * as, as, y + (size_t)t * ldy, ldy);
+    }
+}
+
+typedef struct {
+    const nb_avx2_tile_fn *grp, *batch, *plain;
+    int bmax, pmax;
+    const uint8_t *kt;         /* groups of 8 tokens (kernels.h, NB_ACT_Q8_KT), gs bytes apart */
+    size_t gs;
+    int64_t ng, nbat, n, nt;   /* tokens: 8 * ng by groups, then to nbat by batch, then plain */
+    const uint8_t *a;
+    size_t as, ldy;
+} small_job;
+
+/* A tile of rows (rr of them, rs rows apart) against every token. */
+static void rows_all_tokens(const small_job *j, int rr, const uint8_t *w, size_t ws, size_t rs, float *y) {
+    for (int64_t g = 0; g < j->ng; g++)
+        j->grp[rr - 1](j->n, w, ws, rs, j->kt + (size_t)g * j->gs, j->gs, y + (size_t)(8 * g) * j->ldy, j->ldy);
+    rows_tokens(j->batch, j->bmax, rr, j->n, w, ws, rs, j->a, j->as, 8 * j->ng, j->nbat, y, j->ldy);
+    rows_tokens(j->plain, j->pmax, rr, j->n, w, ws, rs, j->a, j->as, j->nbat, j->nt, y, j->ldy);
+}
+
+/* Tokens up to which a small batch takes the rows by quarters. With more, a tile of rows is slow
+ * enough for one memory stream, and the quarters' output writes (4 x tokens partial cache lines at
+ * once) cost more: 262144 x 640 Q8_0 at 16 tokens, 1 thread, 3.2 GB/s by quarters, 4.2 by
+ * neighbouring rows (12 tokens: the same either way). */
+#define SMALL_QUARTERS_MAX 8
+
+static void small_loop(const small_job *j, const uint8_t *w, size_t ws, int64_t nr, float *y) {
+    if (nr >= 16 && j->nt <= SMALL_QUARTERS_MAX) {
+        const int64_t q = nr / 4;
+        for (int64_t r = 0; r < q; r++) rows_all_tokens(j, 4, w + (size_t)r * ws, ws, (size_t)q, y + r);
+        w += (size_t)(4 * q) * ws;
+        y += 4 * q;
+        nr -= 4 * q;
+    }
+    for (int64_t r = 0; r < nr; r += 4) rows_all_tokens(j, nr - r < 4 ? (int)(nr - r) : 4, w + (size_t)r * ws, ws, 1, y + r);
+}
+
+void nb_avx2_tile_loop_small_kt(const nb_avx2_tile_fn *grp, const void *kt, size_t gs, int64_t ng,
+                                const nb_avx2_tile_fn *batch, int bmax, const nb_avx2_tile_fn *plain, int pmax,
+                                int64_t nbat, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
+                                int64_t nt, float *y, size_t ldy) {
+    const small_job j = {grp, batch, plain, bmax, pmax, kt, gs, ng, nbat, n, nt, a, as, ldy};
+    small_loop(&j, w, ws, nr, y);
+}
+
+void nb_avx2_tile_loop_small2(const nb_avx2_tile_fn *batch, int bmax, const nb_avx2_tile_fn *plain, int pmax,
+                              int64_t nbat, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
+                              int64_t nt, float *y, size_t ldy) {
+    nb_avx2_tile_loop_small_kt(NULL, NULL, 0, 0, batch, bmax, plain, pmax, nbat, n, w, ws, a, as, nr, nt, y, ldy);
+}
+
+void nb_avx2_tile_loop_small(const nb_avx2_tile_fn *tiles, int tmax, int64_t n, const void *w, size_t ws, const void *a,
+                             size_t as, int64_t nr, int64_t nt, float *y, size_t ldy) {
+    nb_avx2_tile_loop_small2(tiles, tmax, tiles, tmax, 0, n, w, ws, a, as, nr, nt, y, ldy);
+}

@@ -490,6 +490,12 @@ static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, cons
         tile_##ty##_1x1, tile_##ty##_1x2, tile_##ty##_1x3, tile_##ty##_2x1, tile_##ty##_2x2, tile_##ty##_2x3,  \
         tile_##ty##_3x1, tile_##ty##_3x2, tile_##ty##_3x3, tile_##ty##_4x1, tile_##ty##_4x2, tile_##ty##_4x3,  \
     };
+/* Its small batches (kernels.h, mm_small): the tiles, all tokens of a tile of rows at once. */
+#define KERNEL_SMALL(ty, isa)                                                                                 \
+    void nb_mm_##ty##_small_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,  \
+                                  int64_t nt, float *y, size_t ldy) {                                         \
+        nb_avx2_tile_loop_small(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                      \
+    }
 /* The kernel of an 8-lane type ty: tiles TILE, and from PANEL_MIN_TOKENS the panels, activations
  * Q8_0 (act q8_0: nb_block_q8_0, panel_tokens_q8_0) or NB_ACT_Q8_0X (q8_0x). */
 #define KERNEL(ty, isa, TILE, act)                                                                            \
@@ -502,7 +508,8 @@ static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, cons
                           n / 32, w, ws, a, as, nr, nt, y, ldy);                                              \
         } else                                                                                                \
             nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                        \
-    }
+    }                                                                                                         \
+    KERNEL_SMALL(ty, isa)
 /* The kernel of an FP4 type: its tiles TILE for every token count (the panels take one scale
  * per unit and row, and the contract's 8 lanes). */
 #define KERNEL_FP4(ty, isa, TILE)                                                                             \
@@ -510,7 +517,8 @@ static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, cons
     void nb_mm_##ty##_q8_0_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
                                 int64_t nt, float *y, size_t ldy) {                                          \
         nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                            \
-    }
+    }                                                                                                         \
+    KERNEL_SMALL(ty, isa)
 
 /* The kernel of Q4_1 or Q5_1 against Q8_1: its tiles for every token count. */
 #define KERNEL_MIN(ty, isa)                                                                                   \
@@ -518,6 +526,7 @@ static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, cons
     void nb_mm_##ty##_q8_1_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
                                 int64_t nt, float *y, size_t ldy) {                                          \
         nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                            \
-    }
+    }                                                                                                         \
+    KERNEL_SMALL(ty, isa)
 
 #endif

@@ -219,7 +219,15 @@ static inline __m256i kq_dot16(__m256i acc, __m256i pairs, __m256i scales) {
 }
 /* The K-quant panels' group sums (kpanel.h): vpdpbusd adds each 4-element sum into a dword, then
  * one dword multiply by the scale per 8 groups (Q4_K) or 4 (Q6_K: a 16-element scale). */
-static inline __m256i kp_codes(__m256i acc, __m256i q, __m256i a) { return _mm256_dpbusd_epi32(acc, q, a); }
+/* the 4 bytes at a4 broadcast by the instruction itself ({1to8}), which GCC does not fold from a
+ * set1 of them: a separate vpbroadcastd per group and token took 30 % of a panel's time */
+typedef struct {
+    int8_t b[4];
+} kp_dword;
+static inline __m256i kp_codes4(__m256i acc, __m256i q, const int8_t *a4) {
+    __asm__("vpdpbusd %[a]%{1to8%}, %[q], %[acc]" : [acc] "+v"(acc) : [q] "v"(q), [a] "m"(*(const kp_dword *)a4));
+    return acc;
+}
 static inline __m256i kp_scaled(__m256i isum, __m256i acc, __m256i s) {
     return _mm256_add_epi32(isum, _mm256_mullo_epi32(acc, s));
 }
@@ -227,3 +235,291 @@ static inline __m256i kp_scale_word(__m256i s32) { return s32; }
 #define KP_Q6_RUN 4
 
 #include "kernels/x86/avx2/kquants.h"
+
+/* ---- small batches (kernels.h, mm_small): Q4_K ---- */
+
+#define SB_T 8 /* tokens per batch-order tile */
+
+/* Lane r of the 128-bit lanes of v (r a constant after inlining; spelled out for any -O). */
+static inline __m128i lane128(__m512i v, int r) {
+    switch (r) {
+    case 0: return _mm512_castsi512_si128(v);
+    case 1: return _mm512_extracti32x4_epi32(v, 1);
+    case 2: return _mm512_extracti32x4_epi32(v, 2);
+    default: return _mm512_extracti32x4_epi32(v, 3);
+    }
+}
+
+/* Row r's 128 packed code bytes as the low (groups 2c) and high (2c+1) nibbles of each 32 bytes. */
+static inline void q4k_codes(const nb_block_q4_k *b, __m256i lo[4], __m256i hi[4]) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    #pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        const __m256i qv = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+        lo[c] = _mm256_and_si256(qv, m4);
+        hi[c] = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+    }
+}
+
+/* The scaled lane sums of 64 elements c of a row against a token, v + sc_2c*(lo.a) + sc_2c+1*(hi.a):
+ * vpmaddubsw's pair sums (|.| <= 2*15*127) and one vpdpwssd per group against its scale in every
+ * word (slo, shi). 4 instructions per row, token and 64 elements, where kq_gemv_q4_k's pairs of
+ * vpdpbusd packed in words take 8 (each vpdpbusd starts from a copy of a zero register): with
+ * several tokens the count of instructions is what bounds a tile (Zen 4 ran these at about 3 per
+ * cycle, products or not). first: v is not read (vpmaddwd starts the sum). */
+static inline __m256i q4k_acc(__m256i v, int first, __m256i lo, __m256i hi, const int8_t *aq, __m256i slo, __m256i shi) {
+    const __m256i pl = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)aq));
+    const __m256i ph = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(aq + 32)));
+    v = first ? _mm256_madd_epi16(pl, slo) : _mm256_dpwssd_epi32(v, pl, slo);
+    return _mm256_dpwssd_epi32(v, ph, shi);
+}
+
+/* The sums of the 8 dwords of v0..v3 in dwords 0..3 (exact integers: the order does not matter).
+ * Unpacks and adds: vphaddd takes two cycles of a pipe the products need on Zen 4, and three of
+ * them per tree measured as slow as the products of a tile with several tokens. */
+static inline __m128i sum4_epi32(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+    const __m256i a = _mm256_add_epi32(_mm256_unpacklo_epi32(v0, v1), _mm256_unpackhi_epi32(v0, v1));
+    const __m256i b = _mm256_add_epi32(_mm256_unpacklo_epi32(v2, v3), _mm256_unpackhi_epi32(v2, v3));
+    const __m256i w = _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+    return _mm_add_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+}
+
+/* The 4 rows' d and dmin of block i (each block's first 4 bytes), widened: [d0 dmin0 d1 dmin1 ...]. */
+static inline __m256 q4k_ddmin(const nb_block_q4_k *const b[GR]) {
+    uint32_t dd[GR];
+    #pragma GCC unroll 8
+    for (int r = 0; r < GR; r++) memcpy(&dd[r], b[r], 4);
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)(dd[2] | (uint64_t)dd[3] << 32), (long long)(dd[0] | (uint64_t)dd[1] << 32)));
+}
+
+/* 4 rows x T tokens (T <= SB_T) in the batch order (kernels.h: per 64 elements c one fma for the
+ * sums and one for the minimums). Per row and token, the 4 sums S_c (q4k_acc's lanes, reduced by
+ * sum4_epi32) and minimum sums M_c = m_2c*B_2c + m_2c+1*B_2c+1 (one vpmaddwd of the row's
+ * minimums by the token's 32-element sums B_j); per row and 4 tokens one transpose puts token t
+ * in lane t, S above M, so that 4 fma, one per c in the contract's order, advance 8 chains. */
+static inline __attribute__((always_inline)) void q4k_batch_small(int nr, int T, int64_t nb, const uint8_t *w, size_t ws,
+                                                                  size_t rs, const uint8_t *a, size_t as, float *y,
+                                                                  size_t ldy) {
+    const uint8_t *p[GR];
+    nb_avx512_tile_rows(p, w, ws, rs, nr);
+    const int G = (T + 3) / 4; /* token groups */
+    __m256 acc[GR][SB_T / 4];  /* lanes 0-3: the sums' chains of the group's tokens, 4-7 the minimums' */
+    #pragma GCC unroll 8
+    for (int r = 0; r < GR; r++)
+        #pragma GCC unroll 2
+        for (int g = 0; g < G; g++) acc[r][g] = _mm256_setzero_ps();
+    __m512i sm_next = q4_k_scales4(p, 0);
+    int32_t sbuf[2][16] __attribute__((aligned(64)));
+    _mm512_store_si512(sbuf[0], _mm512_unpacklo_epi8(sm_next, _mm512_setzero_si512()));
+    for (int64_t i = 0; i < nb; i++) {
+        const nb_block_q8_k *ab[SB_T];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
+        const nb_block_q4_k *b[GR];
+        #pragma GCC unroll 8
+        for (int r = 0; r < GR; r++) {
+            b[r] = (const nb_block_q4_k *)p[r] + i;
+            for (int l = 0; l < 144; l += 64) _mm_prefetch((const char *)b[r] + NB_PREFETCH_BYTES + l, _MM_HINT_T0);
+        }
+        const __m256 dmf = q4k_ddmin(b);
+        const __m512i sm = sm_next, zero = _mm512_setzero_si512();
+        const int32_t *sd = sbuf[i & 1];
+        if (i + 1 < nb) {
+            sm_next = q4_k_scales4(p, i + 1);
+            _mm512_store_si512(sbuf[(i + 1) & 1], _mm512_unpacklo_epi8(sm_next, zero));
+        }
+        const __m512i mn16 = _mm512_unpackhi_epi8(sm, zero);
+        __m128i bw[SB_T]; /* B_j = bsums[2j] + bsums[2j+1] as 8 words */
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            bw[t] = _mm256_cvtepi32_epi16(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), _mm256_set1_epi16(1)));
+        __m256 dav[SB_T / 4]; /* the group's token scales, in both halves */
+        #pragma GCC unroll 2
+        for (int g = 0; g < G; g++) {
+            float da[4];
+            #pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) da[k] = 4 * g + k < T ? ab[4 * g + k]->d : 0.0f;
+            const __m128 d4 = _mm_loadu_ps(da);
+            dav[g] = _mm256_set_m128(d4, d4);
+        }
+        const int16_t *sw = (const int16_t *)sd; /* row r's scale g: word 8r + g */
+        #pragma GCC unroll 8
+        for (int r = 0; r < GR; r++) {
+            __m256i lo[4], hi[4], sl[4], sh[4];
+            q4k_codes(b[r], lo, hi);
+            #pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) sl[c] = _mm256_set1_epi16(sw[8 * r + 2 * c]), sh[c] = _mm256_set1_epi16(sw[8 * r + 2 * c + 1]);
+            const __m128i mnr = lane128(mn16, r);
+            __m256i x[SB_T]; /* token t: S_0..S_3 | M_0..M_3 */
+            #pragma GCC unroll 8
+            for (int t = 0; t < 4 * G; t++) {
+                if (t >= T) {
+                    x[t] = _mm256_setzero_si256();
+                    continue;
+                }
+                __m256i v[4];
+                #pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) v[c] = q4k_acc(_mm256_setzero_si256(), 1, lo[c], hi[c], ab[t]->qs + 64 * c, sl[c], sh[c]);
+                x[t] = _mm256_set_m128i(_mm_madd_epi16(mnr, bw[t]), sum4_epi32(v[0], v[1], v[2], v[3]));
+            }
+            /* d and dmin of row r, in the low and the high half */
+            const __m256 dr = _mm256_permutexvar_ps(_mm256_setr_epi32(2 * r, 2 * r, 2 * r, 2 * r, 2 * r + 1, 2 * r + 1, 2 * r + 1, 2 * r + 1), dmf);
+            #pragma GCC unroll 2
+            for (int g = 0; g < G; g++) {
+                const __m256i *xg = x + 4 * g;
+                const __m256i t0 = _mm256_unpacklo_epi32(xg[0], xg[1]), t1 = _mm256_unpackhi_epi32(xg[0], xg[1]);
+                const __m256i t2 = _mm256_unpacklo_epi32(xg[2], xg[3]), t3 = _mm256_unpackhi_epi32(xg[2], xg[3]);
+                const __m256i yc[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2), _mm256_unpacklo_epi64(t1, t3),
+                                       _mm256_unpackhi_epi64(t1, t3)};
+                const __m256 dd = _mm256_mul_ps(dr, dav[g]);
+                #pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) acc[r][g] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(yc[c]), acc[r][g]);
+            }
+        }
+    }
+    #pragma GCC unroll 2
+    for (int g = 0; g < G; g++)
+        #pragma GCC unroll 8
+        for (int r = 0; r < nr; r++) {
+            float v[4];
+            _mm_storeu_ps(v, _mm_sub_ps(_mm256_castps256_ps128(acc[r][g]), _mm256_extractf128_ps(acc[r][g], 1)));
+            #pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                if (4 * g + k < T) y[(size_t)(4 * g + k) * ldy + (size_t)r * rs] = v[k];
+        }
+}
+
+#define SB_TILE(name, body, R, T)                                                                                \
+    static void name##_##R##x##T(int64_t nb, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as, \
+                                 float *y, size_t ldy) {                                                         \
+        body(R, T, nb, w, ws, rs, a, as, y, ldy);                                                                \
+    }
+#define SB_BATCH_R(R)                                                                                            \
+    SB_TILE(sbb_q4_k, q4k_batch_small, R, 1) SB_TILE(sbb_q4_k, q4k_batch_small, R, 2)                            \
+    SB_TILE(sbb_q4_k, q4k_batch_small, R, 3) SB_TILE(sbb_q4_k, q4k_batch_small, R, 4)                            \
+    SB_TILE(sbb_q4_k, q4k_batch_small, R, 5) SB_TILE(sbb_q4_k, q4k_batch_small, R, 6)                            \
+    SB_TILE(sbb_q4_k, q4k_batch_small, R, 7) SB_TILE(sbb_q4_k, q4k_batch_small, R, 8)
+SB_BATCH_R(1) SB_BATCH_R(2) SB_BATCH_R(3) SB_BATCH_R(4)
+#define SB_BROW(R) sbb_q4_k_##R##x1, sbb_q4_k_##R##x2, sbb_q4_k_##R##x3, sbb_q4_k_##R##x4, sbb_q4_k_##R##x5, \
+                   sbb_q4_k_##R##x6, sbb_q4_k_##R##x7, sbb_q4_k_##R##x8
+static const nb_avx2_tile_fn sb_batch_q4_k[GR * SB_T] = {SB_BROW(1), SB_BROW(2), SB_BROW(3), SB_BROW(4)};
+
+/* Q6_K: from 8 tokens all of them in its batch order, below 8 none (the table's 8 and 1). */
+void nb_mm_q6_k_small_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                             float *y, size_t ldy) {
+    nb_avx2_tile_loop_small(nt >= 8 ? tiles_q6_k_batch : tiles_q6_k, TMAX, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);
+}
+
+/* ---- small batches of 8 tokens per register (kernels.h, NB_ACT_Q8_KT) ---- */
+
+/* Dword k (0..3) of each 128-bit lane of v in all of that lane's dwords (vpshufd: an immediate,
+ * spelled out for any -O; one cycle where vpermd takes three, and no index register). */
+static inline __m256i dword_lane(__m256i v, int k) {
+    switch (k) {
+    case 0: return _mm256_shuffle_epi32(v, 0x00);
+    case 1: return _mm256_shuffle_epi32(v, 0x55);
+    case 2: return _mm256_shuffle_epi32(v, 0xAA);
+    default: return _mm256_shuffle_epi32(v, 0xFF);
+    }
+}
+
+/* 4 rows against one group of 8 tokens in Q4_K's batch order (the order of q4k_batch_small), token
+ * t in lane t of every register, so that no sum crosses lanes: per 32-element group g and 4 codes
+ * k of a row, the row's 4 codes broadcast (vpermd) meet the 8 tokens' 4 codes in one vpdpbusd;
+ * the group's unscaled sums G_g (<= 32*15*127) are scaled by one vpmulld, S_c = sc_2c*G_2c +
+ * sc_2c+1*G_2c+1, and M_c = m_2c*B_2c + m_2c+1*B_2c+1 is one vpmaddwd of the tokens' B pairs by
+ * the row's minimum pair. Per row and block of 8 tokens about 200 instructions, where the tiles of
+ * 4 tokens take about 400 per 8. */
+static inline __attribute__((always_inline)) void q4k_kt(int nr, int64_t nb, const uint8_t *w, size_t ws, size_t rs,
+                                                         const uint8_t *a, float *y, size_t ldy) {
+    const uint8_t *p[GR];
+    nb_avx512_tile_rows(p, w, ws, rs, nr);
+    const nb_block_q8_kt *ab = (const nb_block_q8_kt *)a;
+    __m256 accs[GR], accm[GR]; /* lane t: token t's chains of the sums and of the minimums */
+    #pragma GCC unroll 8
+    for (int r = 0; r < GR; r++) accs[r] = accm[r] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15);
+    /* a block ahead (as kq_gemv_q4_k): each row's 8 scales and 8 minimums as dwords, and its
+     * minimum pairs (dword c: m_2c | m_2c+1 << 16) */
+    int32_t sc32[2][GR][16] __attribute__((aligned(64)));
+    int32_t mp[2][16] __attribute__((aligned(64)));
+    __m512i sm = q4_k_scales4(p, 0);
+    for (int64_t i = 0; i < nb; i++) {
+        {
+            int32_t(*s32)[16] = sc32[i & 1];
+            #pragma GCC unroll 8
+            for (int r = 0; r < GR; r++) _mm512_store_si512(s32[r], _mm512_cvtepu8_epi32(lane128(sm, r)));
+            _mm512_store_si512(mp[i & 1], _mm512_unpackhi_epi8(sm, _mm512_setzero_si512()));
+            if (i + 1 < nb) sm = q4_k_scales4(p, i + 1);
+        }
+        const nb_block_q4_k *b[GR];
+        #pragma GCC unroll 8
+        for (int r = 0; r < GR; r++) {
+            b[r] = (const nb_block_q4_k *)p[r] + i;
+            for (int l = 0; l < 144; l += 64) _mm_prefetch((const char *)b[r] + NB_PREFETCH_BYTES + l, _MM_HINT_T0);
+        }
+        const nb_block_q8_kt *at = ab + i;
+        const __m256 D = _mm256_loadu_ps(at->d);
+        __m256i bb[4]; /* B_2c | B_2c+1 << 16 per token, B_j = bsums[2j] + bsums[2j+1] (|.| <= 32*127) */
+        #pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m256i one = _mm256_set1_epi16(1);
+            const __m256i b0 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)at->bp[2 * c]), one);
+            const __m256i b1 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)at->bp[2 * c + 1]), one);
+            bb[c] = _mm256_ternarylogic_epi32(b0, _mm256_set1_epi32(0xffff), _mm256_slli_epi32(b1, 16), 0xEA);
+        }
+        const __m256 dmf = q4k_ddmin(b);
+        const int32_t(*s32)[16] = sc32[i & 1];
+        const int32_t *mpi = mp[i & 1];
+        #pragma GCC unroll 8
+        for (int r = 0; r < GR; r++) {
+            const __m256 dr = _mm256_mul_ps(_mm256_permutexvar_ps(_mm256_set1_epi32(2 * r), dmf), D);
+            const __m256 dm = _mm256_mul_ps(_mm256_permutexvar_ps(_mm256_set1_epi32(2 * r + 1), dmf), D);
+            #pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                __m256i l = _mm256_setzero_si256(), h = l;
+                #pragma GCC unroll 2
+                for (int half = 0; half < 2; half++) {
+                    /* codes 16 half .. 16 half + 15 of the chunk in both 128-bit lanes */
+                    const __m256i qv = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b[r]->qs + 32 * c + 16 * half)));
+                    const __m256i ql = _mm256_and_si256(qv, m4), qh = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+                    #pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) {
+                        l = _mm256_dpbusd_epi32(l, dword_lane(ql, k), _mm256_loadu_si256((const __m256i *)at->qs[2 * c][4 * half + k]));
+                        h = _mm256_dpbusd_epi32(h, dword_lane(qh, k), _mm256_loadu_si256((const __m256i *)at->qs[2 * c + 1][4 * half + k]));
+                    }
+                }
+                const __m256i S = _mm256_add_epi32(_mm256_mullo_epi32(l, _mm256_set1_epi32(s32[r][2 * c])),
+                                                   _mm256_mullo_epi32(h, _mm256_set1_epi32(s32[r][2 * c + 1])));
+                const __m256i M = _mm256_madd_epi16(bb[c], _mm256_set1_epi32(mpi[4 * r + c]));
+                accs[r] = _mm256_fmadd_ps(dr, _mm256_cvtepi32_ps(S), accs[r]);
+                accm[r] = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(M), accm[r]);
+            }
+        }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < nr; r++) {
+        float v[8];
+        _mm256_storeu_ps(v, _mm256_sub_ps(accs[r], accm[r]));
+        #pragma GCC unroll 8
+        for (int t = 0; t < 8; t++) y[(size_t)t * ldy + (size_t)r * rs] = v[t];
+    }
+}
+
+#define KT_TILE(name, body, R)                                                                                   \
+    static void name##_##R(int64_t nb, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as,       \
+                           float *y, size_t ldy) {                                                               \
+        (void)as;                                                                                                \
+        body(R, nb, w, ws, rs, a, y, ldy);                                                                       \
+    }
+KT_TILE(kt_q4_k, q4k_kt, 1) KT_TILE(kt_q4_k, q4k_kt, 2) KT_TILE(kt_q4_k, q4k_kt, 3) KT_TILE(kt_q4_k, q4k_kt, 4)
+static const nb_avx2_tile_fn kt_tiles_q4_k[GR] = {kt_q4_k_1, kt_q4_k_2, kt_q4_k_3, kt_q4_k_4};
+
+/* The groups of 8 tokens by kt_tiles_q4_k, the batch tokens left (4 of them at most) by
+ * sb_batch_q4_k, the rest (fewer than 4) in the GEMV order. */
+void nb_mm_q4_k_small_kt_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                                float *y, size_t ldy) {
+    const int64_t nb = n / NB_QK_K, nbat = nt >= 4 ? nt - nt % 4 : 0;
+    nb_avx2_tile_loop_small_kt(kt_tiles_q4_k, nb_act_kt_groups(a, as, nt), (size_t)nb * sizeof(nb_block_q8_kt), nt / 8,
+                               sb_batch_q4_k, SB_T, tiles_q4_k, TMAX, nbat, nb, w, ws, a, as, nr, nt, y, ldy);
+}
