@@ -652,7 +652,8 @@ TEST(inspect_cli) {
     CHECK(inspect(args, out, sizeof out) == 0, "model: %s", out);
     const char *want[] = {"q4_K", "q5_0", "q6_K", "q8_0", "f32", "262144 tokens", "architecture gemma3",
                           "81 in q5_0 instead of q4_K: row length 640", "runs:         yes, as gemma3: 18 layers",
-                          "sliding window 512 on 15 of 18 layers", "KV cache 72.0 MiB"};
+                          "sliding window 512 on 15 of 18 layers",
+                          "KV cache 27.0 MiB"}; /* 3 global layers x 4096 cells, 15 rings of 512 + 512 */
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) CHECK(strstr(out, want[i]), "model output lacks '%s'", want[i]);
 }
 
