@@ -8,7 +8,7 @@
  * returning acc + vpmaddwd(pairs, scales). It may also define KQ_GEMV and supply its own
  * one-token tiles of R rows, kq_gemv_q4_k(R, nb, w, ws, rs, a, y) and kq_gemv_q6_k(...), which
  * the R x 1 tiles of Q4_K and Q6_K then call (the AVX-512 set: a layout that only pays with one
- * token). It also defines kp_codes, kp_scaled, kp_scale_word and KP_Q6_RUN for the GEMM panels
+ * token). It also defines kp_codes4, kp_scaled, kp_scale_word and KP_Q6_RUN for the GEMM panels
  * of many tokens (kpanel.h, included below).
  *
  * Q4_K: codes 0..15 are unsigned, so vpmaddubsw takes them directly against the signed Q8_K

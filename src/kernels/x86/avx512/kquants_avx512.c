@@ -4,7 +4,7 @@
  * tokens (each block decoded once per 4 tokens instead of 2), and with VNNI's vpdpwssd doing the
  * scale multiply and the add in one instruction. Same integer sums, so the same bits as the
  * reference. From 16 tokens the batch orders of Q4_K and Q6_K go through kpanel.h's panels,
- * here with vpdpbusd group sums (kp_codes below) and 8-token register tiles.
+ * here with vpdpbusd group sums (kp_codes4 below) and 8-token register tiles.
  *
  * One token (GEMV) has its own Q4_K and Q6_K tiles here (KQ_GEMV, 4 rows): on Zen 4 the shared
  * body's GEMV is bound by instructions, and most of a row's instructions per block went to what
