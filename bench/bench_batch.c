@@ -29,33 +29,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/mman.h>
-#include <time.h>
 
+#include "bench/bench_util.h"
 #include "nibble.h"
 
 #define MAX_LIST 16
 #define SPAN_BYTES ((size_t)256 << 20)
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void *big_alloc(size_t bytes) {
-    void *p = NULL;
-    if (posix_memalign(&p, (size_t)2 << 20, bytes)) return NULL;
-#ifdef MADV_HUGEPAGE
-    (void)madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-    return p;
-}
 
 static uint32_t lcg(uint32_t *s) { return *s = *s * 1664525u + 1013904223u; }
 

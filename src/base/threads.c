@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/error.h"
@@ -213,3 +214,9 @@ void *nb_pool_lock_scratch(nb_pool *p, size_t bytes) {
 }
 
 void nb_pool_unlock(nb_pool *p) { pthread_mutex_unlock(&p->job_lock); }
+
+uint64_t nb_clock_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}

@@ -25,4 +25,10 @@ void nb_pool_for_locked(nb_pool *p, int64_t n, int64_t grain, nb_pool_fn fn, voi
  * NB_MAX_THREADS) when n_threads <= 0. */
 int nb_pool_default_threads(int n_threads);
 
+/* Monotonic nanoseconds (CLOCK_MONOTONIC): the library's one clock for statistics and benchmarks. */
+uint64_t nb_clock_ns(void);
+
+/* The same clock in seconds. */
+static inline double nb_clock_s(void) { return 1e-9 * (double)nb_clock_ns(); }
+
 #endif

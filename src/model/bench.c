@@ -11,10 +11,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/error.h"
 #include "base/rng.h"
+#include "base/threads.h"
 #include "model/context.h"
 #include "nibble.h"
 
@@ -36,12 +36,6 @@ nb_status nb_decode_step_bytes(const nb_model *m, int type_k, int type_v, int po
     *bytes = (double)in->weight_bytes +
              per_pos * ((double)(in->n_layer - in->n_sliding) * (pos + 1) + (double)in->n_sliding * local);
     return NB_OK;
-}
-
-static uint64_t clock_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* What the runs of one test share. */
@@ -135,10 +129,10 @@ static nb_status timed(run *r, const nb_bench_params *p, nb_bench_result *o) {
     }
     if (p->n_depth && (s = prefill(r, p->n_depth))) return s;
     for (int k = 0; k < p->reps; k++) {
-        const uint64_t t0 = clock_ns();
+        const uint64_t t0 = nb_clock_ns();
         if (p->n_prompt && (s = prefill(r, p->n_prompt))) return s;
         if (p->n_gen && (s = decode(r, p->n_gen))) return s;
-        const uint64_t ns = clock_ns() - t0;
+        const uint64_t ns = nb_clock_ns() - t0;
         o->samples_ns[k] = ns ? ns : 1;
         o->samples_ts[k] = 1e9 * (p->n_prompt + p->n_gen) / (double)o->samples_ns[k];
         o->n_reps = k + 1;

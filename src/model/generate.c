@@ -8,9 +8,9 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/error.h"
+#include "base/threads.h"
 #include "model/context.h"
 #include "nibble.h"
 
@@ -190,12 +190,6 @@ nb_status nb_gen_step(nb_gen *g, const float *logits, int room, int32_t *tok) {
     return NB_OK;
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 nb_status nb_generate(nb_ctx *c, nb_gen *g, const int32_t *prompt, size_t n, const nb_gen_io *io) {
     if (!n || !prompt) return nb_fail(NB_ERR_INVALID_ARG, "generate: no prompt tokens");
     if (n > INT_MAX) return nb_fail(NB_ERR_RANGE, "generate: a prompt of %zu tokens", n);
@@ -211,11 +205,11 @@ nb_status nb_generate(nb_ctx *c, nb_gen *g, const int32_t *prompt, size_t n, con
     if (!io) io = &none;
     nb_gen_restart(g);
     nb_gen_prompt(g, prompt, n);
-    const double t0 = now();
+    const double t0 = nb_clock_s();
     nb_status s = nb_ctx_eval(c, prompt, (int)n, g->logits, 0);
     if (s) return s;
     if (g->first_end < 0) g->first_end = nb_ctx_pos(c);
-    const double t1 = now();
+    const double t1 = nb_clock_s();
     g->st.t_prompt += t1 - t0;
     g->st.n_prompt += (int64_t)n;
     while (!g->stopped) { /* a token's text goes out before it is fed; a cancel keeps it fed */
@@ -228,7 +222,7 @@ nb_status nb_generate(nb_ctx *c, nb_gen *g, const int32_t *prompt, size_t n, con
         }
         if (io->cancelled && io->cancelled(io->user)) nb_gen_cancel(g);
         else if ((s = nb_gen_step(g, g->logits, nb_ctx_n_ctx(c) - nb_ctx_pos(c), &id))) break;
-        if (g->last >= 0 && !g->st.t_first) g->st.t_first = now() - t0;
+        if (g->last >= 0 && !g->st.t_first) g->st.t_first = nb_clock_s() - t0;
         size_t len;
         const char *text = nb_gen_text(g, &len);
         const int stop = len && io->on_text && io->on_text(io->user, text, len);
@@ -238,6 +232,6 @@ nb_status nb_generate(nb_ctx *c, nb_gen *g, const int32_t *prompt, size_t n, con
             if ((text = nb_gen_text(g, &len)), len) io->on_text(io->user, text, len);
         }
     }
-    g->st.t_gen += now() - t1;
+    g->st.t_gen += nb_clock_s() - t1;
     return s;
 }

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "base/error.h"
+#include "base/threads.h"
 #include "serve/internal.h"
 
 typedef struct slot {
@@ -54,12 +55,6 @@ struct sv_sched {
     uint64_t step, rr, serial; /* steps run; round-robin start; jobs submitted (their ids) */
     sv_metrics met;
 };
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void *run(void *arg);
 
@@ -352,9 +347,9 @@ static void *run(void *arg) {
         }
         s->rr++;
         if (!k) continue;
-        const double t0 = now();
+        const double t0 = nb_clock_s();
         nb_status st = nb_batch_eval(ctxs, toks, ns, k, s->logits);
-        const double dt = now() - t0;
+        const double dt = nb_clock_s() - t0;
         pthread_mutex_lock(s->mu);
         s->step++;
         s->met.t_prefill += dt * prefill / rows, s->met.t_decode += dt * n_dec / rows;
