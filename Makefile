@@ -160,10 +160,12 @@ bench: all $(BENCHES) $(MODEL)
 	$(BIN) bench kernels -t 1,2
 	$(BIN) bench roofline -m $(MODEL) -t 1,2
 
-# The quality grid: every quantization recipe of the default model, perplexity / KL divergence /
-# speed; rewrites the results part of docs/QUALITY.md (about 40 minutes on 2 cores).
+# The quality grid: every quantization recipe of the default model (perplexity / KL divergence /
+# speed), then the context x KV-cell grid (windows to 32768, cache cell types, pass-key retrieval);
+# rewrites the results parts of docs/QUALITY.md (about 40 minutes on 2 cores). The second runs even
+# when a variant of the first failed; make fails if either did.
 grid: all
-	python3 bench/grid.py $(GRID_ARGS)
+	python3 bench/grid.py $(GRID_ARGS); s=$$?; python3 bench/grid_context.py $(GRID_CONTEXT_ARGS) && exit $$s
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig

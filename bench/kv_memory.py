@@ -49,6 +49,15 @@ def start(cmd, nibble):
     return p, port
 
 
+def server_cmd(engine, exe, model, ctx, threads, cells):
+    """The command line of one slot of -c ctx: `nibble serve` on a free port it prints, or llama-server
+    on a free port chosen here (flash attention on where its quantized V cells need it)."""
+    common = ["-m", model, "-c", str(ctx), "-np", "1", "-t", str(threads), "-ctk", cells, "-ctv", cells]
+    if engine == "nibble":
+        return [exe, "serve", "--port", "0"] + common
+    return [exe, "--port", str(free_port())] + common + (["-fa", "on"] if cells != "f16" else [])
+
+
 def complete(port, prompt):
     body = json.dumps({"prompt": prompt, "max_tokens": 4, "temperature": 0}).encode()
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body, {"Content-Type": "application/json"})
@@ -74,12 +83,8 @@ def main():
     print("|---|---|---|---|---|---|")
     for cells in a.cells.split(","):
         for engine in ("nibble", "llama.cpp"):
-            common = ["-m", a.model, "-c", str(a.ctx), "-np", "1", "-t", str(a.threads), "-ctk", cells, "-ctv", cells]
-            if engine == "nibble":
-                cmd = [a.nibble, "serve", "--port", "0"] + common
-            else:
-                cmd = [a.llama_server, "--port", str(free_port())] + common + (["-fa", "on"] if cells != "f16" else [])
-            p, port = start(cmd, engine == "nibble")
+            exe = a.nibble if engine == "nibble" else a.llama_server
+            p, port = start(server_cmd(engine, exe, a.model, a.ctx, a.threads, cells), engine == "nibble")
             try:
                 secs, n = complete(port, prompt)
                 print(f"| {engine} | {cells} | {n} | {secs:.1f} | {status_kib(p.pid, 'VmHWM') / 1024:.0f} | "
