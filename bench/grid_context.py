@@ -98,7 +98,8 @@ def documents(port, filler, n_ctx, trials, seed):
 
 
 def ask(port, prompt):
-    """(answer text, seconds to the first token, [arrival times of each streamed token])."""
+    """(answer text, seconds to the first token, [arrival times of each streamed token]); an answer
+    that ends before any text (an end-of-text token first) counts its whole time as the first token's."""
     body = json.dumps({"prompt": prompt, "max_tokens": ANSWER_TOKENS, "temperature": 0, "stream": True}).encode()
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body, {"Content-Type": "application/json"})
     t0 = time.monotonic()
@@ -112,7 +113,7 @@ def ask(port, prompt):
             if piece:
                 text += piece
                 times.append(time.monotonic() - t0)
-    return text, times[0] if times else None, times
+    return text, times[0] if times else time.monotonic() - t0, times
 
 
 def retrieval(engine, exe, path, n_ctx, cells, docs_of, threads):
@@ -261,7 +262,7 @@ def main():
     meta = {"date": datetime.date.today().isoformat(), "commit": commit,
             "machine": f"{grid.cpu_name()}, {os.cpu_count()} CPUs", "threads": a.threads, "load": load,
             "minutes": (time.time() - t_start) / 60, "text": "The Jargon File 4.4.7", "trials": a.trials,
-            "docs": ", ".join(f"{needles_per_doc(c, a.trials)} a document at {c}" for c in contexts),
+            "docs": "keys a document: " + ", ".join(f"{needles_per_doc(c, a.trials)} at {c}" for c in contexts),
             "command": "make grid" + (f" GRID_CONTEXT_ARGS='{' '.join(sys.argv[1:])}'" if sys.argv[1:] else "")}
     with open(os.path.join(grid.GRID, "context.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
