@@ -19,9 +19,10 @@ Budget: about 30 minutes on 2 cores by default; the longest window measures the 
 cells only unless --full. Progress goes to stdout, one line per cell. Writes the part of docs/QUALITY.md
 between the context-grid markers and models/grid/context.json. Standard library only.
 
-With --llama-server PATH, llama-server (one slot, the same window and cells, flash attention on for
-quantized cells) answers the base's questions too, beside nibble: the same answers mean the long
-context reads the same (f16 cells give bit-identical logits, docs/BENCHMARKS.md).
+With --llama-server PATH, llama-server (one slot, the same window and cells; flash attention off for
+f16 cells, the order nibble's -fa auto takes for them, and on for quantized cells, which need it)
+answers the base's questions too, beside nibble: with f16 cells the two compute the same logits
+(docs/BENCHMARKS.md, parity), so any answer that differs is a fault of the long context.
 
 Usage: python3 bench/grid_context.py [--contexts 2048,8192,32768] [--cells f16,q8_0,q4_0] [--trials 20]
                                      [--variants base,mxfp4-best,nvfp4-best] [--full] [-t N]
@@ -117,7 +118,8 @@ def ask(port, prompt):
 
 
 def retrieval(engine, exe, path, n_ctx, cells, docs_of, threads):
-    p, port = start(server_cmd(engine, exe, path, n_ctx, threads, cells), engine == "nibble")
+    # llama-server's f16 cells in llama.cpp's unfused order, the one nibble's -fa auto takes for them
+    p, port = start(server_cmd(engine, exe, path, n_ctx, threads, cells, llama_fa="off"), engine == "nibble")
     try:
         docs = docs_of(port)
         trials, first, dec_tok, dec_s = [], [], 0, 0.0

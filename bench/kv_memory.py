@@ -49,13 +49,15 @@ def start(cmd, nibble):
     return p, port
 
 
-def server_cmd(engine, exe, model, ctx, threads, cells):
+def server_cmd(engine, exe, model, ctx, threads, cells, llama_fa=None):
     """The command line of one slot of -c ctx: `nibble serve` on a free port it prints, or llama-server
-    on a free port chosen here (flash attention on where its quantized V cells need it)."""
+    on a free port chosen here, with flash attention on where its quantized V cells need it, else
+    llama_fa (None: llama-server's default)."""
     common = ["-m", model, "-c", str(ctx), "-np", "1", "-t", str(threads), "-ctk", cells, "-ctv", cells]
     if engine == "nibble":
         return [exe, "serve", "--port", "0"] + common
-    return [exe, "--port", str(free_port())] + common + (["-fa", "on"] if cells != "f16" else [])
+    fa = "on" if cells != "f16" else llama_fa
+    return [exe, "--port", str(free_port())] + common + (["-fa", fa] if fa else [])
 
 
 def complete(port, prompt):
