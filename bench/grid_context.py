@@ -21,8 +21,9 @@ between the context-grid markers and models/grid/context.json. Standard library 
 
 With --llama-server PATH, llama-server (one slot, the same window and cells; flash attention off for
 f16 cells, the order nibble's -fa auto takes for them, and on for quantized cells, which need it)
-answers the base's questions too, beside nibble: with f16 cells the two compute the same logits
-(docs/BENCHMARKS.md, parity), so any answer that differs is a fault of the long context.
+answers the base's questions too, beside nibble, as a check of the long context: with f16 cells the
+two sum in the same order until a sliding layer's ring wraps (docs/QUALITY.md), so their answers
+may differ only where the model hesitates between keys.
 
 Usage: python3 bench/grid_context.py [--contexts 2048,8192,32768] [--cells f16,q8_0,q4_0] [--trials 20]
                                      [--variants base,mxfp4-best,nvfp4-best] [--full] [-t N]
