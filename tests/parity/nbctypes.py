@@ -79,7 +79,8 @@ def chat_apply(lib, tid, msgs, add_ass):
 class Model:
     """A nibble model and one context; eval() returns logits as float32 rows."""
 
-    def __init__(self, path, n_ctx=1024, n_threads=2, kv_f32=False, flash_attn=None, type_k=None, type_v=None):
+    def __init__(self, path, n_ctx=1024, n_threads=2, kv_f32=False, flash_attn=None, type_k=None, type_v=None,
+                 swa_full=False):
         self.lib = load_lib()
         self.m = ctypes.c_void_p()
         self._check(self.lib.nb_model_load(path.encode(), ctypes.byref(self.m)), "load")
@@ -93,6 +94,7 @@ class Model:
             p.type_k = type_k
         if type_v is not None:
             p.type_v = type_v
+        p.swa_full = int(swa_full)
         self.c = ctypes.c_void_p()
         self._check(self.lib.nb_ctx_create(self.m, ctypes.byref(p), ctypes.byref(self.c)), "context")
         self.info = self.lib.nb_model_get_info(self.m).contents
@@ -143,12 +145,17 @@ def kl_rows(p_logits, q_logits):
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def model_path():
-    """The default model's path, fetched by scripts/fetch-model.sh when absent."""
+def fetched(script):
+    """The path a fetch script prints (scripts/fetch-model.sh: the default model, fetch-text.sh: the
+    evaluation text), fetched when absent."""
     import subprocess
-    out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "fetch-model.sh")], check=True, capture_output=True,
+    out = subprocess.run(["bash", os.path.join(ROOT, "scripts", script)], check=True, capture_output=True,
                          text=True).stdout
     return os.path.join(ROOT, out.strip().splitlines()[-1])
+
+
+def model_path():
+    return fetched("fetch-model.sh")
 
 
 def llama_logits(path, seqs, n_ctx=1024, **kw):

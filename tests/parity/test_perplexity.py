@@ -22,7 +22,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from nbctypes import ROOT, model_path  # noqa: E402
+from nbctypes import ROOT, fetched, model_path  # noqa: E402
 from tally import Tally  # noqa: E402
 
 N_CTX, CHUNKS, TOP_K = 512, 4, 16
@@ -32,9 +32,7 @@ T = Tally(verbose=True)
 
 
 def fetch_text():
-    out = subprocess.run(["bash", os.path.join(ROOT, "scripts", "fetch-text.sh")], capture_output=True, text=True,
-                         check=True)
-    with open(os.path.join(ROOT, out.stdout.strip().splitlines()[-1]), encoding="utf-8") as f:
+    with open(fetched("fetch-text.sh"), encoding="utf-8") as f:
         return f.read()[SLICE[0]:SLICE[1]]
 
 
