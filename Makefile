@@ -17,9 +17,10 @@ LDLIBS  := -lm -pthread -lpcre2-32
 SERVE_LIBS := -lmicrohttpd -lcjson
 
 # Debian -dev packages the build needs (PCRE2 for the BPE pre-tokenizer; libmicrohttpd and cJSON
-# for the server): installed when missing.
+# for the server): installed when missing, by one run of the script for all three (a grouped
+# target: under -j, separate runs would race for apt's lock).
 DEPS    := /usr/include/pcre2.h /usr/include/microhttpd.h /usr/include/cjson/cJSON.h
-$(DEPS):
+$(DEPS) &:
 	bash scripts/install-deps.sh
 
 # The library's objects export only what include/nibble.h marks NB_API (libnibble.so's ABI); the

@@ -9,8 +9,10 @@ carry the same Python + numpy overhead). Any GGUF both engines load will do: the
 model's BOS token and random ids of its own vocabulary (read once by llama.cpp's vocab-only load).
 Usage:
   build/venv/bin/python bench/vs_llama.py [-m MODEL] [-t 1,2] [-p 512] [-n 128] [-r 5] [-o md|json] [--flash-attn]
-      [--llama-bench PATH]
+      [--llama-bench PATH] [--fast-prefill]
 Run it with and without --flash-attn: llama.cpp's best of the two is the figure to beat.
+--fast-prefill adds nibble with its block-summed prefill (nb_ctx_params.fast_prefill) as a third
+engine in the same alternation (its decode is the default's: one token takes llama.cpp's order).
 --llama-bench PATH measures the llama.cpp side with its own llama-bench instead (a native build:
 scripts/build-llama-tools.sh; llama-cpp-python's wheel is the portable AVX2 build the parity tests
 need): ppP on an empty context and tgG at depth P (-d P), as nibble's decode follows its prompt;
@@ -44,10 +46,10 @@ def child(engine, model, threads, n_prompt, n_gen, n_vocab, bos, flash_attn):
     # ids 1000 .. 200000 (for Gemma's 262144-token vocabulary, the same prompt as before families)
     prompt = [bos] + [int(t) for t in rng.integers(min(1000, n_vocab // 8), min(200000, n_vocab - 256), n_prompt - 1)]
     t0 = time.perf_counter()
-    if engine == "nibble":
+    if engine.startswith("nibble"):
         sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
         from nbctypes import Model
-        m = Model(model, n_ctx=n_prompt + n_gen + 16, n_threads=threads)
+        m = Model(model, n_ctx=n_prompt + n_gen + 16, n_threads=threads, fast_prefill=engine == "nibble-block")
         m.eval(prompt, all_logits=False)  # a warm-up pass, as llama-bench makes one
         m.reset()
         t1 = time.perf_counter()
@@ -119,6 +121,8 @@ def main():
     ap.add_argument("-o", "--output", default="md", choices=["md", "json"])
     ap.add_argument("--flash-attn", action="store_true", help="llama.cpp with flash attention (default off)")
     ap.add_argument("--llama-bench", help="the llama.cpp side by this llama-bench binary (a native build)")
+    ap.add_argument("--fast-prefill", action="store_true",
+                    help="also nibble with nb_ctx_params.fast_prefill (NB_ROUTE_BLOCK), in the same alternation")
     ap.add_argument("--vocab", help=argparse.SUPPRESS)  # n_vocab,bos: the parent tells its children
     a = ap.parse_args()
     if not a.model:
@@ -133,14 +137,22 @@ def main():
         return
     a.n_vocab, a.bos = vocab(a.model)
     rows = []
+    engines = {"nibble": "nibble", "llama.cpp": "llama"}  # table name: child name
+    if a.fast_prefill:
+        engines = {"nibble": "nibble", "nibble-block": "nibble-block", "llama.cpp": "llama"}
     for threads in [int(t) for t in a.threads.split(",")]:
-        res = {"nibble": [], "llama.cpp": []}
-        for _ in range(a.reps):  # alternate so both see the same machine conditions
-            for eng in ("nibble", "llama.cpp"):
-                res[eng].append(run_child("nibble" if eng == "nibble" else "llama", a, threads))
+        res = {eng: [] for eng in engines}
+        for _ in range(a.reps):  # alternate so all see the same machine conditions
+            for eng, name in engines.items():
+                res[eng].append(run_child(name, a, threads))
         for metric, label in (("pp", f"pp{a.prompt}"), ("tg", f"tg{a.gen}")):
-            nb, ll = summary([r[metric] for r in res["nibble"]]), summary([r[metric] for r in res["llama.cpp"]])
-            rows.append({"threads": threads, "test": label, "nibble": nb, "llama.cpp": ll, "ratio": nb[0] / ll[0]})
+            ll = summary([r[metric] for r in res["llama.cpp"]])
+            for eng in engines:
+                if eng == "llama.cpp" or (eng == "nibble-block" and metric == "tg"):  # decode is one token: the same route
+                    continue
+                nb = summary([r[metric] for r in res[eng]])
+                rows.append({"threads": threads, "test": label + (" --fast-prefill" if eng == "nibble-block" else ""),
+                             "nibble": nb, "llama.cpp": ll, "ratio": nb[0] / ll[0]})
         for eng in res:
             rows.append({"threads": threads, "test": f"ttft+rss {eng}",
                          "ttft_ms": 1e3 * statistics.median(r["ttft_s"] for r in res[eng]),

@@ -282,12 +282,13 @@ int arg_cache_type(int choice) {
     return types[choice];
 }
 
-void arg_cache_apply(const arg_cache *c, int *type_k, int *type_v, int *flash_attn, int *swa_full) {
+void arg_cache_apply(const arg_cache *c, nb_ctx_params *p) {
     static const int fa[] = {NB_FA_AUTO, NB_FA_ON, NB_FA_OFF};
-    *type_k = arg_cache_type(c->k);
-    *type_v = arg_cache_type(c->v);
-    *flash_attn = fa[c->fa];
-    if (swa_full) *swa_full = c->swa_full;
+    p->type_k = arg_cache_type(c->k);
+    p->type_v = arg_cache_type(c->v);
+    p->flash_attn = fa[c->fa];
+    p->swa_full = c->swa_full;
+    p->fast_prefill = c->fast_prefill;
 }
 
 double arg_now(void) {

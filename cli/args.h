@@ -78,18 +78,21 @@ typedef struct arg_opt {
 /* The KV cache's options as llama.cpp spells them; arg_cache_apply turns the choices into
  * nb_ctx_params' values. */
 typedef struct arg_cache {
-    int k, v, fa, swa_full;
+    int k, v, fa, swa_full, fast_prefill;
 } arg_cache;
 #define ARG_CACHE_TYPES "f16|f32|bf16|q8_0|q4_0"
 #define OPT_CACHE(c)                                                                                                   \
     OPT_CHOICE("-ctk|--cache-type-k", &(c)->k, ARG_CACHE_TYPES), OPT_CHOICE("-ctv|--cache-type-v", &(c)->v, ARG_CACHE_TYPES), \
-        OPT_CHOICE("-fa|--flash-attn", &(c)->fa, "auto|on|off"), OPT_FLAG("--swa-full", &(c)->swa_full)
+        OPT_CHOICE("-fa|--flash-attn", &(c)->fa, "auto|on|off"), OPT_FLAG("--swa-full", &(c)->swa_full),             \
+        OPT_FLAG("--fast-prefill", &(c)->fast_prefill)
 #define ARG_CACHE_USAGE                                                                                                \
     "  -ctk, --cache-type-k T    K cache cells: f16 (default), f32, bf16, q8_0, q4_0\n"                              \
     "  -ctv, --cache-type-v T    V cache cells, the same types\n"                                                      \
     "  -fa, --flash-attn M       auto (default), on (fused attention), off (llama.cpp's unfused order; f16/f32)\n"    \
-    "  --swa-full                sliding-window layers keep every position (default: the window, in a ring)\n"
-void arg_cache_apply(const arg_cache *c, int *type_k, int *type_v, int *flash_attn, int *swa_full);
+    "  --swa-full                sliding-window layers keep every position (default: the window, in a ring)\n"   \
+    "  --fast-prefill            batches sum each weight block exactly, then round once (faster; not llama.cpp's bits)\n"
+/* The choices into a context's parameters. */
+void arg_cache_apply(const arg_cache *c, nb_ctx_params *p);
 /* The nb_type of a choice of ARG_CACHE_TYPES (its index). */
 int arg_cache_type(int choice);
 

@@ -6,8 +6,9 @@
  * `bench kernels`, for each thread count: the machine's streaming-read bandwidth (a sum over a
  * 1 GiB buffer split over the pool), then per weight type: GEMV effective GB/s of weight bytes on
  * a 16384 x 14336 matrix (larger than any L3 here) and its share of the streaming bandwidth just
- * measured, GEMM GFLOP/s at 512 activation rows on 4096 x 4096, and the activation quantization
- * cost. Medians and spreads (max - min) over repetitions. Weights are one quantized random 64-row
+ * measured, GEMM GFLOP/s at 512 activation rows on 4096 x 4096 (NB_ROUTE_QUANT, and NB_ROUTE_BLOCK
+ * where a type has it), and the activation quantization cost. Medians and spreads (max - min) over
+ * repetitions. Weights are one quantized random 64-row
  * slab tiled over the matrix (quantizing 235M values with the reference quantizers would take
  * minutes); one matrix is allocated at a time. Numbers only: nothing here passes or fails.
  */
@@ -141,9 +142,22 @@ static float *make_acts(int64_t n) {
 typedef struct {
     int type, threads;
     const char *kernel;
-    stat gemv, gemm, quant_ms;
+    stat gemv, gemm, gemm_block, quant_ms; /* gemm_block: NB_ROUTE_BLOCK's, where the type has one (else med 0) */
     double stream;
 } row;
+
+/* GFLOP/s of reps products of tok activation rows on an n x n matrix by a route (after one warm call). */
+static stat gemm_rate(nb_pool *pool, int type, const void *w, int64_t n, const float *x, int64_t tok, float *y,
+                      nb_route route, int reps) {
+    double v[32];
+    nb_matmul_route(pool, type, w, n, n, x, tok, y, route);
+    for (int r = 0; r < reps; r++) {
+        double t = arg_now();
+        nb_matmul_route(pool, type, w, n, n, x, tok, y, route);
+        v[r] = 2.0 * (double)n * (double)n * (double)tok / (arg_now() - t) / 1e9;
+    }
+    return stats(v, reps);
+}
 
 static int bench_type(nb_pool *pool, int type, int reps, row *out) {
     const int64_t gv_out = 16384, gv_in = 14336, gm_n = 4096, gm_tok = 512;
@@ -165,14 +179,10 @@ static int bench_type(nb_pool *pool, int type, int reps, row *out) {
     free(w);
     w = make_weights(type, gm_n, gm_n, &bytes);
     if (!w) return free(x), free(y), 0;
-    nb_matmul(pool, type, w, gm_n, gm_n, x, gm_tok, y);
     int gr = reps < 3 ? reps : 3;
-    for (int r = 0; r < gr; r++) {
-        double t = arg_now();
-        nb_matmul(pool, type, w, gm_n, gm_n, x, gm_tok, y);
-        v[r] = 2.0 * (double)gm_n * (double)gm_n * (double)gm_tok / (arg_now() - t) / 1e9;
-    }
-    out->gemm = stats(v, gr);
+    out->gemm = gemm_rate(pool, type, w, gm_n, x, gm_tok, y, NB_ROUTE_QUANT, gr);
+    if (nb_matmul_kernel_name(type, NB_ROUTE_BLOCK) != out->kernel)
+        out->gemm_block = gemm_rate(pool, type, w, gm_n, x, gm_tok, y, NB_ROUTE_BLOCK, gr);
     /* activation quantization alone: a 1-row matmul is dominated by it (n_in = 4096, 0 rows
      * would skip it), so time a 4-row one on 512 tokens and subtract nothing: an upper bound */
     for (int r = 0; r < gr; r++) {
@@ -206,8 +216,8 @@ static int bench_kernels(int argc, char **argv) {
     if (json) printf("{\"isa\": \"%s\", \"results\": [", nb_isa_name(nb_isa_active()));
     else {
         printf("kernel set: %s (%s)\n\n", nb_isa_name(nb_isa_active()), nb_isa_note());
-        printf("| type | threads | GEMV GB/s | %% of stream | GEMM GFLOP/s (512 rows) | quantize+4 rows ms | kernel |\n");
-        printf("|---|---|---|---|---|---|---|\n");
+        printf("| type | threads | GEMV GB/s | %% of stream | GEMM GFLOP/s (512 rows) | block route | quantize+4 rows ms | kernel |\n");
+        printf("|---|---|---|---|---|---|---|---|\n");
     }
     int first = 1;
     for (int ti = 0; ti < threads.n; ti++) {
@@ -215,7 +225,7 @@ static int bench_kernels(int argc, char **argv) {
         nb_status s = nb_pool_create(threads.v[ti], &pool);
         if (s) return arg_status(s);
         stat st = stream_gbs(pool, reps);
-        if (!json) printf("| stream read | %d | %.1f ± %.1f | 100 | | | 1 GiB sum |\n", threads.v[ti], st.med, st.spread);
+        if (!json) printf("| stream read | %d | %.1f ± %.1f | 100 | | | | 1 GiB sum |\n", threads.v[ti], st.med, st.spread);
         const nb_type_info *t;
         for (int k = 0; (t = nb_type_at(k)); k++) {
             if (!t->weight_type) continue;
@@ -228,13 +238,16 @@ static int bench_kernels(int argc, char **argv) {
             if (json)
                 printf("%s\n {\"type\": \"%s\", \"threads\": %d, \"kernel\": \"%s\", \"stream_gbs\": %.2f, "
                        "\"gemv_gbs\": %.2f, \"gemv_spread\": %.2f, \"gemv_pct_stream\": %.1f, \"gemm_gflops\": %.1f, "
-                       "\"gemm_spread\": %.1f, \"quant_ms\": %.3f}",
+                       "\"gemm_spread\": %.1f, \"gemm_block_gflops\": %.1f, \"quant_ms\": %.3f}",
                        first ? "" : ",", nb_type_name(r.type), r.threads, r.kernel, st.med, r.gemv.med, r.gemv.spread,
-                       100 * r.gemv.med / st.med, r.gemm.med, r.gemm.spread, r.quant_ms.med);
-            else
-                printf("| %s | %d | %.1f ± %.1f | %.0f | %.1f ± %.1f | %.2f | %s |\n", nb_type_name(r.type), r.threads,
-                       r.gemv.med, r.gemv.spread, 100 * r.gemv.med / st.med, r.gemm.med, r.gemm.spread, r.quant_ms.med,
-                       r.kernel);
+                       100 * r.gemv.med / st.med, r.gemm.med, r.gemm.spread, r.gemm_block.med, r.quant_ms.med);
+            else {
+                char blk[48] = "";
+                if (r.gemm_block.med > 0) snprintf(blk, sizeof blk, "%.1f ± %.1f", r.gemm_block.med, r.gemm_block.spread);
+                printf("| %s | %d | %.1f ± %.1f | %.0f | %.1f ± %.1f | %s | %.2f | %s |\n", nb_type_name(r.type), r.threads,
+                       r.gemv.med, r.gemv.spread, 100 * r.gemv.med / st.med, r.gemm.med, r.gemm.spread, blk,
+                       r.quant_ms.med, r.kernel);
+            }
             fflush(stdout);
             first = 0;
         }

@@ -36,6 +36,8 @@ const char BENCH_USAGE_MODEL[] =
     "  -fa, --flash-attn M       auto (default), 1|on (fused attention), 0|off (the unfused order)\n"
     "  -r, --repetitions N       timed runs per test, 1..100 (default 5)\n"
     "  --no-warmup               no warm-up run before a test\n"
+    "  --fast-prefill            batches sum each weight block exactly, then round once (nb_ctx_params;\n"
+    "                            the backend column says \"block\")\n"
     "  -o, --output F            md (default: a table, t/s as avg ± stddev), csv, json, jsonl\n"
     "                            (llama-bench's fields, median_ts besides)\n"
     "  -ngl N                    ignored: nibble runs on the CPU\n";
@@ -50,7 +52,7 @@ static const int fa_of_word[] = {NB_FA_AUTO, NB_FA_AUTO, NB_FA_ON, NB_FA_ON, NB_
 typedef struct opts {
     arg_strs models, pg;
     arg_list prompt, gen, depth, threads, batch, ubatch, ctk, ctv, fa;
-    int reps, no_warmup, format;
+    int reps, no_warmup, format, fast_prefill;
     int test_p[MAX_TESTS], test_n[MAX_TESTS], n_tests; /* the -p tests, the -n tests, the -pg tests */
 } opts;
 
@@ -336,6 +338,7 @@ static int run_model(const opts *o, const char *path, int *first) {
     nb_bench_params bp = nb_bench_default_params();
     bp.reps = o->reps;
     bp.warmup = !o->no_warmup;
+    bp.ctx.fast_prefill = o->fast_prefill;
     for (int b = 0; b < o->batch.n; b++)
         for (int ub = 0; ub < o->ubatch.n; ub++)
             for (int tk = 0; tk < o->ctk.n; tk++)
@@ -382,6 +385,7 @@ int bench_model(int argc, char **argv) {
         OPT_CHOICES("-fa|--flash-attn", &o.fa, FA_WORDS),
         OPT_INT("-r|--repetitions", &o.reps, 1, NB_BENCH_MAX_REPS),
         OPT_FLAG("--no-warmup", &o.no_warmup),
+        OPT_FLAG("--fast-prefill", &o.fast_prefill),
         OPT_CHOICE("-o|--output", &o.format, "md|csv|json|jsonl"),
         OPT_NGL,
     };
@@ -403,7 +407,7 @@ int bench_model(int argc, char **argv) {
     }
     if (!o.n_tests) return arg_usage_error(&spec, "no test to run: -p and -n are 0 and no -pg is given");
     read_cpu_info();
-    snprintf(backend, sizeof backend, "CPU (%s)", nb_isa_name(nb_isa_active()));
+    snprintf(backend, sizeof backend, "CPU (%s%s)", nb_isa_name(nb_isa_active()), o.fast_prefill ? ", block" : "");
     if (o.format == OUT_MD) md_header(&o);
     else if (o.format == OUT_CSV) csv_header();
     else if (o.format == OUT_JSON) fputs("[\n", stdout);

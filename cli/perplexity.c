@@ -203,7 +203,7 @@ int cmd_perplexity(int argc, char **argv) {
         goto out;
     }
     cp.n_batch = o.n_batch;
-    arg_cache_apply(&o.cache, &cp.type_k, &cp.type_v, &cp.flash_attn, &cp.swa_full);
+    arg_cache_apply(&o.cache, &cp);
     if (o.kv_f32) cp.type_k = cp.type_v = NB_TYPE_F32;
     cp.n_threads = o.n_threads;
     if ((s = nb_ctx_create(m, &cp, &ctx))) {

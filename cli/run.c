@@ -403,7 +403,7 @@ int cmd_run(int argc, char **argv) {
     }
     cp.n_ctx = o.n_ctx ? o.n_ctx : in->n_ctx_train;
     cp.n_batch = o.n_batch;
-    arg_cache_apply(&o.cache, &cp.type_k, &cp.type_v, &cp.flash_attn, &cp.swa_full);
+    arg_cache_apply(&o.cache, &cp);
     if (o.kv_f32) cp.type_k = cp.type_v = NB_TYPE_F32;
     cp.n_threads = o.n_threads;
     if ((s = nb_ctx_create(r.m, &cp, &r.ctx)) || (s = nb_sampler_create(&o.sp, in->n_vocab, &r.smp))) {

@@ -61,7 +61,7 @@ int cmd_serve(int argc, char **argv) {
                                nb_chat_template_list());
     if (p.api_key && !*p.api_key) return arg_usage_error(&spec, "--api-key is empty");
     if (kv >= 0) cache.k = cache.v = kv;
-    arg_cache_apply(&cache, &p.type_k, &p.type_v, &p.flash_attn, &p.swa_full);
+    arg_cache_apply(&cache, &p.slot);
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);

@@ -199,11 +199,14 @@ NB_API nb_status nb_pool_for(nb_pool *pool, int64_t n, int64_t grain, nb_pool_fn
 
 /* How activations meet the weights. NB_ROUTE_QUANT (the default, as llama.cpp): activations are
  * quantized to the weight type's partner (Q8_0 for Q4_0/Q5_0/Q8_0/MXFP4/NVFP4, Q8_K for
- * Q4_K/Q5_K/Q6_K) and the dot products run in integers; F32/F16/BF16 weights always meet f32
- * activations. NB_ROUTE_F32: weights are decoded in registers and activations stay f32 (slower,
- * no activation rounding; for accuracy comparisons). Any other value is refused with
- * NB_ERR_INVALID_ARG. */
-typedef enum nb_route { NB_ROUTE_QUANT = 0, NB_ROUTE_F32 = 1 } nb_route;
+ * Q4_K/Q5_K/Q6_K) and the dot products run in integers, summed in llama.cpp's order (its bits);
+ * F32/F16/BF16 weights always meet f32 activations. NB_ROUTE_BLOCK: the same, except that a
+ * product of 16 or more tokens of Q4_0, Q5_0, Q8_0 or NVFP4 weights takes each block's (NVFP4:
+ * sub-block's) exact integer sum and rounds once per block, where llama.cpp rounds 8 partial sums
+ * (faster prefill, a little closer to the exact product, not llama.cpp's bits). NB_ROUTE_F32:
+ * weights are decoded in registers and activations stay f32 (slower, no activation rounding; for
+ * accuracy comparisons). Any other value is refused with NB_ERR_INVALID_ARG. */
+typedef enum nb_route { NB_ROUTE_QUANT = 0, NB_ROUTE_F32 = 1, NB_ROUTE_BLOCK = 2 } nb_route;
 
 /* y[t*n_out + o] = sum_i W[o,i] * x[t*n_in + i] for o < n_out, t < n_tok. W is n_out rows of
  * n_in elements of type wtype, rows contiguous (a GGUF tensor with ne[0] = n_in, read in place:
@@ -560,6 +563,8 @@ typedef struct nb_ctx_params {
                       * NB_FA_OFF: llama.cpp's unfused order (F16 and F32 cells only) */
     int swa_full;    /* 1: sliding-window layers keep every position (llama.cpp's --swa-full); 0
                       * (default): only the window plus a batch, in a ring */
+    int fast_prefill; /* 1: weight products take NB_ROUTE_BLOCK (faster prefill: docs/BENCHMARKS.md;
+                       * logits no longer llama.cpp's bits: docs/QUALITY.md); 0 (default): NB_ROUTE_QUANT */
     int n_threads;   /* pool size when pool is NULL (<= 0: one per CPU) */
     nb_pool *pool;   /* optional shared pool (not owned) */
 } nb_ctx_params;
@@ -577,7 +582,7 @@ NB_API void nb_ctx_free(nb_ctx *c);
  * (NB_ERR_RANGE, nothing changed) when the tokens would not fit in n_ctx, and token ids outside
  * the vocabulary. Results do not depend on the thread count; like llama.cpp's, they depend on the
  * batches (a batch sums in other orders than single tokens: docs/KERNELS.md), and equal
- * llama.cpp's for the same batches. */
+ * llama.cpp's for the same batches (unless fast_prefill). */
 NB_API nb_status nb_ctx_eval(nb_ctx *c, const int32_t *tokens, int n, float *logits, int all_logits);
 /* An observer sees the input activations of every weight matrix product, before it runs: the
  * tensor's GGUF name, x as n_tok rows of n_in floats (nibble imatrix collects its statistics this

@@ -80,7 +80,7 @@ static void compare_isa(nb_isa isa, problem *p, nb_route route) {
           "ref matmul: %s", nb_last_error());
     CHECK(nb_matmul_isa(isa, NULL, p->type, p->w, 0, p->n_out, p->n_in, p->x, p->n_tok, p->y, route) == NB_OK, "%s matmul: %s",
           nb_isa_name(isa), nb_last_error());
-    int exact = (route == NB_ROUTE_QUANT && is_block_type(p->type)) || route == NB_ROUTE_VEC;
+    int exact = ((route == NB_ROUTE_QUANT || route == NB_ROUTE_BLOCK) && is_block_type(p->type)) || route == NB_ROUTE_VEC;
     int bad = 0;
     for (int64_t t = 0; t < p->n_tok; t++)
         for (int64_t o = 0; o < p->n_out; o++) {
@@ -149,6 +149,41 @@ TEST(avx2_gemm_panels_match_reference) {
 TEST(avx512_gemm_panels_match_reference) {
     if (nb_isa_best() < NB_ISA_AVX512 || !nb_cpu()->avx512vnni) SKIP("no AVX-512");
     gemm_panels_isa(NB_ISA_AVX512);
+}
+
+/* NB_ROUTE_BLOCK (kernels.h): every set equals the reference's block order bit for bit from
+ * NB_BLOCK_MIN tokens (long rows over several panel chunks, and more tokens than a panel keeps),
+ * and below it the quantized route's; the types with a block order take it (the kernel's name
+ * says so, and it differs from llama.cpp's order somewhere in 13 x 71 random products). */
+TEST(block_route_matches_reference) {
+    if (nb_isa_best() < NB_ISA_AVX2) SKIP("no AVX2");
+    static const int64_t toks[] = {NB_BLOCK_MIN - 1, NB_BLOCK_MIN, 71};
+    for (int ti = 0; ti < ntypes; ti++) {
+        if (!is_block_type(types[ti])) continue;
+        int64_t n_in[3];
+        shapes(types[ti], n_in);
+        for (int isa = NB_ISA_AVX2; isa <= (int)nb_isa_best(); isa++)
+            for (int si = 1; si < 3; si++)
+                for (int k = 0; k < 3; k++) {
+                    problem p;
+                    CHECK(make(&p, types[ti], 13, n_in[si], toks[k]), "setup %s", nb_type_name(types[ti]));
+                    compare_isa((nb_isa)isa, &p, NB_ROUTE_BLOCK);
+                    drop(&p);
+                }
+    }
+    static const int blocked[] = {NB_TYPE_Q4_0, NB_TYPE_Q5_0, NB_TYPE_Q8_0, NB_TYPE_NVFP4};
+    for (int i = 0; i < 4; i++) {
+        const char *name = nb_matmul_kernel_name(blocked[i], NB_ROUTE_BLOCK);
+        CHECK(name && strstr(name, "(block)"), "%s block route kernel: %s", nb_type_name(blocked[i]), name ? name : "NULL");
+        problem p;
+        CHECK(make(&p, blocked[i], 13, 640, 71), "setup %s", nb_type_name(blocked[i]));
+        CHECK(nb_matmul_isa(NB_ISA_REF, NULL, p.type, p.w, 0, p.n_out, p.n_in, p.x, p.n_tok, p.y_ref, NB_ROUTE_QUANT) == NB_OK &&
+                  nb_matmul_isa(NB_ISA_REF, NULL, p.type, p.w, 0, p.n_out, p.n_in, p.x, p.n_tok, p.y, NB_ROUTE_BLOCK) == NB_OK,
+              "%s matmul: %s", nb_type_name(blocked[i]), nb_last_error());
+        CHECK(memcmp(p.y, p.y_ref, sizeof(float) * (size_t)(p.n_out * p.n_tok)), "%s: the block route gave llama.cpp's order",
+              nb_type_name(blocked[i]));
+        drop(&p);
+    }
 }
 
 TEST(avx512_matches_reference) {
@@ -624,6 +659,7 @@ int main(void) {
     RUN(avx2_gemm_panels_match_reference);
     RUN(avx512_gemm_panels_match_reference);
     RUN(avx512_matches_reference);
+    RUN(block_route_matches_reference);
     RUN(avx2_small_batches_match_reference);
     RUN(avx512_small_batches_match_reference);
     RUN(small_batches_thread_count_invariance);

@@ -198,6 +198,77 @@ TEST(bench_roofline_row) {
     CHECK(test_sh(cmd, out, sizeof out) == 2, "no -m: %s", out);
 }
 
+/* KL(p || q) of two logit rows, and whether their top tokens agree. */
+static double kl_logits(const float *p, const float *q, int n_vocab, int *same_top) {
+    int tp = 0, tq = 0;
+    for (int v = 1; v < n_vocab; v++) {
+        if (p[v] > p[tp]) tp = v;
+        if (q[v] > q[tq]) tq = v;
+    }
+    double zp = 0, zq = 0, kl = 0;
+    for (int v = 0; v < n_vocab; v++) zp += exp(p[v] - p[tp]), zq += exp(q[v] - q[tq]);
+    for (int v = 0; v < n_vocab; v++) {
+        const double lp = p[v] - p[tp] - log(zp), lq = q[v] - q[tq] - log(zq);
+        kl += exp(lp) * (lp - lq);
+    }
+    *same_top = tp == tq;
+    return kl;
+}
+
+/* n tokens' logits (all rows) of a fresh context with fast_prefill f on t threads, or NULL. */
+static float *prefill_logits(nb_model *m, const int32_t *toks, int n, int f, int t) {
+    nb_ctx_params p = nb_ctx_default_params();
+    p.n_ctx = 256, p.n_threads = t, p.fast_prefill = f;
+    nb_ctx *c;
+    if (nb_ctx_create(m, &p, &c)) return NULL;
+    float *lg = malloc(sizeof(float) * (size_t)nb_model_get_info(m)->n_vocab * (size_t)n);
+    if (lg && nb_ctx_eval(c, toks, n, lg, 1)) free(lg), lg = NULL;
+    nb_ctx_free(c);
+    return lg;
+}
+
+/* fast_prefill (NB_ROUTE_BLOCK) on the default model's Q5_0 and Q8_0 products: other bits than
+ * llama.cpp's order, and distributions as close to its as a batch's are to one-by-one decoding
+ * (api_eval_limits_and_logits: a changed rounding flips some 8-bit activation codes downstream,
+ * which a float difference alone would not); no bit depends on the thread count. The prompt is
+ * one prefill batch of English text. */
+TEST(fast_prefill_close_to_exact) {
+    if (!have_model()) SKIP("model %s absent", MODEL);
+    nb_model *m;
+    CHECK(nb_model_load(MODEL, &m) == NB_OK, "load: %s", nb_last_error());
+    static const char text[] =
+        "The workshop was quiet after the last shift. A small robot rolled between the benches, checking each "
+        "drawer of screws and counting the brushes that the painters had left to dry. It had learned that the "
+        "painters preferred their brushes clean, so it carried them one by one to the sink, washed them in warm "
+        "water and laid them on a towel by the window, where the morning sun would reach them first.";
+    int32_t toks[256];
+    size_t n = 0;
+    CHECK(nb_tokenize(nb_model_tokenizer(m), text, strlen(text), 1, 1, toks, 256, &n) == NB_OK && n > 64 && n < 256,
+          "tokenize: %zu tokens: %s", n, nb_last_error());
+    const int N = (int)n;
+    const int n_vocab = nb_model_get_info(m)->n_vocab;
+    float *exact = prefill_logits(m, toks, N, 0, 2), *fast = prefill_logits(m, toks, N, 1, 2), *one = prefill_logits(m, toks, N, 1, 1);
+    CHECK(exact && fast && one, "prefill: %s", nb_last_error());
+    if (exact && fast && one) {
+        const size_t bytes = sizeof(float) * (size_t)n_vocab * (size_t)N;
+        CHECK(memcmp(exact, fast, bytes), "fast_prefill gave llama.cpp's bits: the block route was not taken");
+        CHECK(!memcmp(fast, one, bytes), "fast_prefill: 1 and 2 threads differ");
+        double worst = 0, sum = 0;
+        int same = 0;
+        for (int i = 0; i < N; i++) {
+            int st;
+            const double kl = kl_logits(exact + (size_t)i * n_vocab, fast + (size_t)i * n_vocab, n_vocab, &st);
+            worst = fmax(worst, kl), sum += kl, same += st;
+        }
+        printf("fast_prefill against llama.cpp's order, %d positions: KL mean %.2e, max %.2e, same top %d\n", N, sum / N,
+               worst, same);
+        CHECK(sum / N < 0.01 && worst < 0.05 && same >= N * 9 / 10, "fast_prefill: KL mean %g, max %g, same top token at %d of %d",
+              sum / N, worst, same, N);
+    }
+    free(exact), free(fast), free(one);
+    nb_model_free(m);
+}
+
 TEST(api_eval_limits_and_logits) {
     if (!have_model()) SKIP("model %s absent", MODEL);
     nb_model *m;
@@ -223,22 +294,10 @@ TEST(api_eval_limits_and_logits) {
     float *one = malloc(sizeof(float) * (size_t)n_vocab);
     for (int i = 0; i < 4; i++) {
         CHECK(nb_ctx_eval(c, toks + i, 1, one, 0) == NB_OK, "eval one: %s", nb_last_error());
-        const float *bat = logits + (size_t)i * n_vocab;
-        int top_one = 0, top_bat = 0;
-        double m1 = one[0], mb = bat[0], z1 = 0, zb = 0, kl = 0;
-        for (int v = 1; v < n_vocab; v++) {
-            if (one[v] > one[top_one]) top_one = v;
-            if (bat[v] > bat[top_bat]) top_bat = v;
-        }
-        m1 = one[top_one], mb = bat[top_bat];
-        for (int v = 0; v < n_vocab; v++) z1 += exp(one[v] - m1), zb += exp(bat[v] - mb);
-        for (int v = 0; v < n_vocab; v++) {
-            const double lb = bat[v] - mb - log(zb), l1 = one[v] - m1 - log(z1);
-            kl += exp(lb) * (lb - l1);
-        }
-        printf("position %d: KL(batch || one by one) %.2e, top %d / %d\n", i, kl, top_bat, top_one);
-        CHECK(top_one == top_bat && kl < 0.02, "position %d: batched and one-by-one differ: KL %g, top %d vs %d", i, kl,
-              top_bat, top_one);
+        int same;
+        const double kl = kl_logits(logits + (size_t)i * n_vocab, one, n_vocab, &same);
+        printf("position %d: KL(batch || one by one) %.2e, same top %d\n", i, kl, same);
+        CHECK(same && kl < 0.02, "position %d: batched and one-by-one differ: KL %g, same top %d", i, kl, same);
     }
     free(one);
     free(logits);
@@ -343,6 +402,7 @@ int main(int argc, char **argv) {
     RUN(bad_flags_exit_2);
     RUN(bench_roofline_row);
     RUN(api_eval_limits_and_logits);
+    RUN(fast_prefill_close_to_exact);
     RUN(imatrix_process_output);
     RUN(imatrix_collect);
     RUN(unknown_architecture_refused_by_name);

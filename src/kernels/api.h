@@ -17,7 +17,7 @@
  * (0+2) + (1+3), lanes m + (m+4), and ((0+1) + (2+3)); elements beyond the last multiple of 32
  * added in double. llama.cpp takes this order when it multiplies one token by the F16 KV cache
  * (decode attention); nb_vec_dot_f16_vec_ref is its definition. */
-#define NB_ROUTE_VEC ((nb_route)2)
+#define NB_ROUTE_VEC ((nb_route)3)
 
 /* nb_matmul_route with a row stride as nb_matmul_strided's (0: rows packed); the route may be
  * NB_ROUTE_VEC. */

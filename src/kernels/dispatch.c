@@ -32,6 +32,12 @@ static void overlay(nb_kernel *dst, const nb_kernel *src) {
         dst->name_f32 = src->name_f32;
     }
     if (src->mm_vec) dst->mm_vec = src->mm_vec;
+    if (src->mm_block) {
+        dst->mm_block = src->mm_block;
+        dst->block_min = src->block_min;
+        dst->block_act = src->block_act;
+        dst->name_block = src->name_block;
+    }
     if (src->mm_batch) {
         dst->mm_batch = src->mm_batch;
         dst->batch_min = src->batch_min;
@@ -80,8 +86,9 @@ void nb_attn_pv(int vtype, const void *v, size_t vs, int nk, int D, const float 
 }
 
 const char *nb_matmul_kernel_name(int wtype, nb_route route) {
-    if (route != NB_ROUTE_QUANT && route != NB_ROUTE_F32) {
-        nb_fail(NB_ERR_INVALID_ARG, "matmul kernel name: route %d is not NB_ROUTE_QUANT or NB_ROUTE_F32", (int)route);
+    if (route != NB_ROUTE_QUANT && route != NB_ROUTE_F32 && route != NB_ROUTE_BLOCK) {
+        nb_fail(NB_ERR_INVALID_ARG, "matmul kernel name: route %d is not NB_ROUTE_QUANT, NB_ROUTE_F32 or NB_ROUTE_BLOCK",
+                (int)route);
         return NULL;
     }
     const nb_kernel *k = nb_kernel_get(nb_isa_active(), wtype);
@@ -89,5 +96,5 @@ const char *nb_matmul_kernel_name(int wtype, nb_route route) {
         nb_fail(NB_ERR_UNSUPPORTED, "no matmul kernel for weight type %d (%s)", wtype, nb_type_name(wtype));
         return NULL;
     }
-    return route == NB_ROUTE_F32 ? k->name_f32 : k->name;
+    return route == NB_ROUTE_F32 ? k->name_f32 : route == NB_ROUTE_BLOCK && k->mm_block ? k->name_block : k->name;
 }

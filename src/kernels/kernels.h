@@ -34,6 +34,13 @@
  *  - In a batch (nb_kernel.mm_batch): Q4_K keeps one lane but takes one fma per 64 elements, for
  *    the sums and for the minimum (msum over the two 32-element groups); Q6_K one lane per
  *    block, the weight's scale first: acc = fma(d * (float)isum, da, acc).
+ *  - NB_ROUTE_BLOCK (not llama.cpp's bits; nb_kernel.mm_block, for products of block_min or more
+ *    tokens): Q4_0, Q5_0, Q8_0 take MXFP4's order above, one lane and the unit's exact integer
+ *    sum, acc = fma(dw*da, (float)p, acc); NVFP4 one lane with one fma per 16-element sub-block,
+ *    in element order, acc = fma(ds*da, (float)p_s, acc). One rounding per block where the 8
+ *    lanes take 8, and no tree: a little more exact, and about half the instructions of a batch.
+ *    Types whose orders are already per block (MXFP4, the K-quants' batch orders) have no
+ *    mm_block and run their NB_ROUTE_QUANT order.
  *  These are the orders of the llama.cpp build the parity tests compare with (AVX2): its
  *  vec_dot for Q4_0/Q5_0/Q8_0/NVFP4/Q5_K/Q6_K (tinyBLAS, for batches of Q4_0/Q5_0/Q8_0, has the
  *  same lanes; NVFP4 has neither tinyBLAS nor a repack there, so ggml_vec_dot_nvfp4_q8_0 serves
@@ -85,7 +92,15 @@ typedef struct nb_kernel {
     /* Q8_K kernels: mm_small also reads NB_ACT_Q8_KT groups of the first 8 * (n / 8) tokens, which
      * matmul.c appends to the rows (nb_act_kt_groups). */
     int small_kt;
+    /* NB_ROUTE_BLOCK's order (contract above) for products of block_min or more tokens, against
+     * block_act activations; NULL: NB_ROUTE_QUANT's kernels serve that route. */
+    nb_mm_fn mm_block;
+    int block_min, block_act;
+    const char *name_block; /* "avx2 q5_0 x q8_0 (block)" */
 } nb_kernel;
+/* block_min of every set: the tokens from which the AVX2 panels run (the reference's block order
+ * must start where theirs does, for the sets to agree) */
+#define NB_BLOCK_MIN 16
 
 /* Kernel of a weight type for an ISA (falls back to the best lower ISA that has one), or NULL
  * when the type has no kernel. */
@@ -135,6 +150,8 @@ void nb_act_q8_1_ref(const float *x, void *dst, int64_t n);
 typedef struct {
     int8_t qs[32];
     int32_t nc[8]; /* nc[k] = -128 * (qs[4k] + ... + qs[4k+3]) */
+    int32_t ns[2]; /* ns[h] = -128 * (sum of the codes of elements 16h..16h+15): the halves' (NVFP4's
+                    * sub-blocks') corrections, in element order in every variant (one-lane panels) */
     float d;       /* the fp16 scale, widened */
 } nb_block_q8_0x;
 /* The FP4 kernels' variants (AVX-512, AVX2): NB_ACT_Q8_0X_MX's nc[k] for k < 4 holds the sum of

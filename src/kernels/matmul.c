@@ -54,17 +54,28 @@ static void fold_nc(nb_block_q8_0x *b, int64_t nb) {
         for (int k = 0; k < 4; k++) b[i].nc[k] += b[i].nc[k + 4];
 }
 
+/* The halves' corrections ns of Q8_0X blocks (element order: before fold_nc or nv_order). */
+static void half_sums(nb_block_q8_0x *b, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++)
+        for (int h = 0; h < 2; h++) b[i].ns[h] = b[i].nc[4 * h] + b[i].nc[4 * h + 1] + b[i].nc[4 * h + 2] + b[i].nc[4 * h + 3];
+}
+
 static void act_row(const nb_act_set *q, int act_type, const float *x, void *dst, int64_t n) {
     switch (act_type) {
     case NB_TYPE_Q8_K: q->q8_k(x, dst, n); break;
     case NB_TYPE_Q8_1: q->q8_1(x, dst, n); break;
-    case NB_ACT_Q8_0X: q->q8_0x(x, dst, n); break;
+    case NB_ACT_Q8_0X:
+        q->q8_0x(x, dst, n);
+        half_sums(dst, n / NB_QK8_0);
+        break;
     case NB_ACT_Q8_0X_MX:
         q->q8_0x(x, dst, n);
+        half_sums(dst, n / NB_QK8_0);
         fold_nc(dst, n / NB_QK8_0);
         break;
     case NB_ACT_Q8_0X_NV:
         q->q8_0x(x, dst, n);
+        half_sums(dst, n / NB_QK8_0);
         nv_order(dst, n / NB_QK8_0);
         break;
     default: q->q8_0(x, dst, n);
@@ -128,8 +139,9 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
                         int64_t n_in, const float *x, int64_t n_tok, float *y, nb_route route) {
     const nb_kernel *k = nb_kernel_get(isa, wtype);
     if (!k) return nb_fail(NB_ERR_UNSUPPORTED, "nb_matmul: no kernel for weight type %d (%s)", wtype, nb_type_name(wtype));
-    if (route != NB_ROUTE_QUANT && route != NB_ROUTE_F32 && !(route == NB_ROUTE_VEC && k->mm_vec))
-        return nb_fail(NB_ERR_INVALID_ARG, "nb_matmul: route %d is not NB_ROUTE_QUANT or NB_ROUTE_F32", (int)route);
+    if (route != NB_ROUTE_QUANT && route != NB_ROUTE_F32 && route != NB_ROUTE_BLOCK && !(route == NB_ROUTE_VEC && k->mm_vec))
+        return nb_fail(NB_ERR_INVALID_ARG, "nb_matmul: route %d is not NB_ROUTE_QUANT, NB_ROUTE_F32 or NB_ROUTE_BLOCK",
+                       (int)route);
     if (n_out < 0 || n_tok < 0 || n_in <= 0)
         return nb_fail(NB_ERR_RANGE, "nb_matmul: n_out %lld, n_in %lld, n_tok %lld (need n_in > 0, others >= 0)",
                        (long long)n_out, (long long)n_in, (long long)n_tok);
@@ -157,8 +169,10 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
 
     int64_t kt = 0; /* NB_ACT_Q8_KT groups (kernels.h, small_kt) */
     job j = {.k = k, .aq_set = nb_act_get(isa), .n_in = n_in, .n_out = n_out, .n_tok = n_tok, .x = x, .w = w, .w_row = (size_t)w_row, .y = y};
-    j.act_type = route == NB_ROUTE_QUANT ? k->act_type : NB_TYPE_F32;
-    j.mm = route == NB_ROUTE_QUANT ? k->mm : route == NB_ROUTE_F32 ? k->mm_f32 : k->mm_vec;
+    /* the block order where the type has one and the product is large enough, else llama.cpp's */
+    if (route == NB_ROUTE_BLOCK && !(k->mm_block && n_tok >= k->block_min)) route = NB_ROUTE_QUANT;
+    j.act_type = route == NB_ROUTE_QUANT ? k->act_type : route == NB_ROUTE_BLOCK ? k->block_act : NB_TYPE_F32;
+    j.mm = route == NB_ROUTE_QUANT ? k->mm : route == NB_ROUTE_F32 ? k->mm_f32 : route == NB_ROUTE_BLOCK ? k->mm_block : k->mm_vec;
     /* a small batch goes to its own kernel in one piece (kernels.h: the orders of mm and mm_batch) */
     const int small = route == NB_ROUTE_QUANT && k->mm_small && n_tok >= 2 && n_tok <= k->small_max;
     if (small) {
@@ -212,8 +226,9 @@ nb_status nb_matmul_ex(nb_pool *pool, int wtype, const void *w, size_t w_stride,
 
 nb_status nb_matmul_route(nb_pool *pool, int wtype, const void *w, int64_t n_out, int64_t n_in, const float *x,
                           int64_t n_tok, float *y, nb_route route) {
-    if (route != NB_ROUTE_QUANT && route != NB_ROUTE_F32) /* NB_ROUTE_VEC is internal (api.h) */
-        return nb_fail(NB_ERR_INVALID_ARG, "nb_matmul: route %d is not NB_ROUTE_QUANT or NB_ROUTE_F32", (int)route);
+    if (route != NB_ROUTE_QUANT && route != NB_ROUTE_F32 && route != NB_ROUTE_BLOCK) /* NB_ROUTE_VEC: api.h */
+        return nb_fail(NB_ERR_INVALID_ARG, "nb_matmul: route %d is not NB_ROUTE_QUANT, NB_ROUTE_F32 or NB_ROUTE_BLOCK",
+                       (int)route);
     return nb_matmul_ex(pool, wtype, w, 0, n_out, n_in, x, n_tok, y, route);
 }
 

@@ -123,6 +123,7 @@ struct nb_ctx {
     nb_kv kv;                    /* zero until written */
     uint8_t *mem;                /* the mapping: KV cache, then the arena */
     int long_rope;               /* n_ctx past the original context: LongRoPE's long factors */
+    nb_route route;              /* of the weight products: NB_ROUTE_QUANT, or NB_ROUTE_BLOCK (fast_prefill) */
     /* activation arena, (n_batch, width) each; t holds a fused product before its split */
     float *x, *h, *q, *k, *v, *att, *o, *g, *u, *t;
     float *scores;               /* (n_threads, ATT_SCRATCH): scores, rounded queries */
@@ -142,7 +143,7 @@ enum { FA_TOKENS = 16, FA_KEYS = 128, FA_SPLIT = 64, FA_PARTS = 8 };
 
 nb_ctx_params nb_ctx_default_params(void) {
     nb_ctx_params p = {.n_ctx = 4096, .n_batch = 512, .type_k = NB_TYPE_F16, .type_v = NB_TYPE_F16,
-                       .flash_attn = NB_FA_AUTO, .swa_full = 0, .n_threads = 0, .pool = NULL};
+                       .flash_attn = NB_FA_AUTO, .swa_full = 0, .fast_prefill = 0, .n_threads = 0, .pool = NULL};
     return p;
 }
 
@@ -224,6 +225,7 @@ nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out)
     c->fused = l.fused;
     c->kv = l.kv;
     c->long_rope = d.n_ctx > m->arch.n_ctx_orig; /* llama.cpp: n_ctx_seq > n_ctx_orig_yarn */
+    c->route = d.fast_prefill ? NB_ROUTE_BLOCK : NB_ROUTE_QUANT;
     c->arena_bytes = l.total;
     /* anonymous pages: zero until written (attention reads cells past the last position, weighted
      * 0, so they must hold finite values) and resident only once touched */
@@ -672,7 +674,7 @@ static void add_bias(float *y, const float *bias, int n, int64_t width) {
 /* y (n rows of w->n_out) = x W, times the weight's two-level scale, plus the bias when there is one. */
 static nb_status mm(nb_ctx *c, const nb_weight *w, const float *bias, const float *x, int n, float *y) {
     if (c->observer) c->observer(c->observer_user, w->name, x, n, w->n_in);
-    nb_status s = nb_matmul(c->pool, w->type, w->data, w->n_out, w->n_in, x, n, y);
+    nb_status s = nb_matmul_route(c->pool, w->type, w->data, w->n_out, w->n_in, x, n, y, c->route);
     if (s) return s;
     if (w->scale != 1.0f)
         for (size_t i = 0; i < (size_t)n * (size_t)w->n_out; i++) y[i] *= w->scale;

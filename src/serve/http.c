@@ -42,8 +42,7 @@ static void replied(nb_server *s) {
 
 nb_serve_params nb_serve_default_params(void) {
     return (nb_serve_params){.host = "127.0.0.1", .port = 8080, .n_slots = 4, .n_ctx = 4096, .n_batch = 512,
-                             .type_k = NB_TYPE_F16, .type_v = NB_TYPE_F16, .flash_attn = NB_FA_AUTO,
-                             .n_queue = 64, .timeout_s = 600};
+                             .slot = nb_ctx_default_params(), .n_queue = 64, .timeout_s = 600};
 }
 
 int nb_serve_port(const nb_server *s) { return s->port; }

@@ -76,13 +76,9 @@ nb_status sv_sched_create(nb_model *m, const nb_serve_params *p, pthread_mutex_t
     s->raw = malloc(sizeof(float) * (size_t)s->n_vocab);
     if (!s->slots || !s->queue || !s->logits || !s->raw) st = nb_fail(NB_ERR_NOMEM, "serve: out of memory for %d slots", s->n_slots);
     if (!st) st = nb_pool_create(p->n_threads, &s->pool);
-    nb_ctx_params cp = nb_ctx_default_params();
+    nb_ctx_params cp = p->slot;
     cp.n_ctx = p->n_ctx;
     cp.n_batch = p->n_batch;
-    cp.type_k = p->type_k;
-    cp.type_v = p->type_v;
-    cp.flash_attn = p->flash_attn;
-    cp.swa_full = p->swa_full;
     cp.pool = s->pool;
     for (int i = 0; !st && i < s->n_slots; i++) {
         slot *sl = &s->slots[i];

@@ -24,9 +24,8 @@ typedef struct nb_serve_params {
     int n_ctx;                 /* positions per slot (-c, default 4096; 0: the training context) */
     int n_batch;               /* rows per step (-b, default 512) */
     int n_threads;             /* <= 0: one per CPU */
-    int type_k, type_v;        /* KV cells (-ctk / -ctv, nb_ctx_params's) */
-    int flash_attn;            /* -fa: NB_FA_AUTO, NB_FA_ON, NB_FA_OFF */
-    int swa_full;              /* --swa-full */
+    nb_ctx_params slot;        /* the slots' -ctk, -ctv, -fa, --swa-full, --fast-prefill (their n_ctx,
+                                * n_batch and pool come from the fields here) */
     int n_queue;               /* requests waiting for a slot before 503 (default 64) */
     int timeout_s;             /* idle seconds before a connection is closed (default 600) */
     const char *api_key;       /* NULL: none */

@@ -7,7 +7,7 @@ import numpy as np
 
 class CtxParams(ctypes.Structure):
     _fields_ = [(f, ctypes.c_int) for f in ("n_ctx", "n_batch", "type_k", "type_v", "flash_attn", "swa_full",
-                                            "n_threads")] + [("pool", ctypes.c_void_p)]
+                                            "fast_prefill", "n_threads")] + [("pool", ctypes.c_void_p)]
 
 
 class ModelInfo(ctypes.Structure):
@@ -80,7 +80,7 @@ class Model:
     """A nibble model and one context; eval() returns logits as float32 rows."""
 
     def __init__(self, path, n_ctx=1024, n_threads=2, kv_f32=False, flash_attn=None, type_k=None, type_v=None,
-                 swa_full=False):
+                 swa_full=False, fast_prefill=False):
         self.lib = load_lib()
         self.m = ctypes.c_void_p()
         self._check(self.lib.nb_model_load(path.encode(), ctypes.byref(self.m)), "load")
@@ -95,6 +95,7 @@ class Model:
         if type_v is not None:
             p.type_v = type_v
         p.swa_full = int(swa_full)
+        p.fast_prefill = int(fast_prefill)
         self.c = ctypes.c_void_p()
         self._check(self.lib.nb_ctx_create(self.m, ctypes.byref(p), ctypes.byref(self.c)), "context")
         self.info = self.lib.nb_model_get_info(self.m).contents

@@ -112,16 +112,23 @@ static float dot_units(unit_fn dec, int64_t n, const void *w, const void *a) {
     return nb_lane_sum(acc);
 }
 
-/* MXFP4: one lane, the unit's whole integer sum (kernels.h). */
-static float dot_units_one(unit_fn dec, int64_t n, const void *w, const void *a) {
+/* One lane (kernels.h): the exact integer sum of each unit, acc = fma(dw*da, (float)p, acc)
+ * (MXFP4's order, and NB_ROUTE_BLOCK's); split: one fma per 16-element half, each with its own
+ * scale (NVFP4's sub-blocks under NB_ROUTE_BLOCK). */
+static float dot_units_one(unit_fn dec, int split, int64_t n, const void *w, const void *a) {
     const nb_block_q8_0 *ab = a;
     float acc = 0;
     unit32 un;
     for (int64_t u = 0; u < n / 32; u++) {
         dec(w, u, &un);
-        int p = 0;
-        for (int k = 0; k < 8; k++) p += group_sum(&un, ab[u].qs, k);
-        acc = fmaf(un.s_lo * nb_fp16_to_fp32(ab[u].d), (float)p, acc);
+        const float da = nb_fp16_to_fp32(ab[u].d);
+        int p[2] = {0, 0};
+        for (int k = 0; k < 8; k++) p[k / 4] += group_sum(&un, ab[u].qs, k);
+        if (split) {
+            acc = fmaf(un.s_lo * da, (float)p[0], acc);
+            acc = fmaf(un.s_hi * da, (float)p[1], acc);
+        } else
+            acc = fmaf(un.s_lo * da, (float)(p[0] + p[1]), acc);
     }
     return acc;
 }
@@ -146,8 +153,13 @@ float nb_vec_dot_q5_1_q8_1_ref(int64_t n, const void *w, const void *a) { return
 float nb_vec_dot_q4_0_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units(unit_q4_0, n, w, a); }
 float nb_vec_dot_q5_0_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units(unit_q5_0, n, w, a); }
 float nb_vec_dot_q8_0_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units(unit_q8_0, n, w, a); }
-float nb_vec_dot_mxfp4_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units_one(unit_mxfp4, n, w, a); }
+float nb_vec_dot_mxfp4_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units_one(unit_mxfp4, 0, n, w, a); }
 float nb_vec_dot_nvfp4_q8_0_ref(int64_t n, const void *w, const void *a) { return dot_units(unit_nvfp4, n, w, a); }
+/* NB_ROUTE_BLOCK's orders (kernels.h). */
+static float dot_q4_0_block(int64_t n, const void *w, const void *a) { return dot_units_one(unit_q4_0, 0, n, w, a); }
+static float dot_q5_0_block(int64_t n, const void *w, const void *a) { return dot_units_one(unit_q5_0, 0, n, w, a); }
+static float dot_q8_0_block(int64_t n, const void *w, const void *a) { return dot_units_one(unit_q8_0, 0, n, w, a); }
+static float dot_nvfp4_block(int64_t n, const void *w, const void *a) { return dot_units_one(unit_nvfp4, 1, n, w, a); }
 
 /* ------------------------------------------------------------------ K-quants x Q8_K */
 
@@ -338,6 +350,10 @@ REF_MM(mm_f32, nb_vec_dot_f32_f32_ref)
 REF_MM(mm_f16, nb_vec_dot_f16_f32_ref)
 REF_MM(mm_bf16, nb_vec_dot_bf16_f32_ref)
 REF_MM(mm_f16_vec, nb_vec_dot_f16_vec_ref)
+REF_MM(mm_q4_0_block, dot_q4_0_block)
+REF_MM(mm_q5_0_block, dot_q5_0_block)
+REF_MM(mm_q8_0_block, dot_q8_0_block)
+REF_MM(mm_nvfp4_block, dot_nvfp4_block)
 REF_MM_F32(mmf_q4_0, NB_TYPE_Q4_0)
 REF_MM_F32(mmf_q5_0, NB_TYPE_Q5_0)
 REF_MM_F32(mmf_q8_0, NB_TYPE_Q8_0)
@@ -351,18 +367,22 @@ REF_MM_F32(mmf_q6_k, NB_TYPE_Q6_K)
 
 /* Names use ggml's type spelling: "ref q4_K x q8_K". */
 #define Q8(t, s, mmq, mmf) [NB_TYPE_##t] = {NB_TYPE_Q8_0, mmq, mmf, "ref " s " x q8_0", "ref " s " x f32", 1}
+/* with NB_ROUTE_BLOCK's kernel, from as many tokens as the SIMD sets' panels (NB_BLOCK_MIN) */
+#define Q8B(t, s, mmq, mmf, mmb)                                                                               \
+    [NB_TYPE_##t] = {NB_TYPE_Q8_0, mmq, mmf, "ref " s " x q8_0", "ref " s " x f32", 1, .mm_block = mmb, \
+                     .block_min = NB_BLOCK_MIN, .block_act = NB_TYPE_Q8_0, .name_block = "ref " s " x q8_0 (block)"}
 #define Q81(t, s, mmq, mmf) [NB_TYPE_##t] = {NB_TYPE_Q8_1, mmq, mmf, "ref " s " x q8_1", "ref " s " x f32", 1}
 #define QK(t, s, mmq, mmf) [NB_TYPE_##t] = {NB_TYPE_Q8_K, mmq, mmf, "ref " s " x q8_K", "ref " s " x f32", 1}
 #define FL(t, s, mm) [NB_TYPE_##t] = {NB_TYPE_F32, mm, mm, "ref " s " x f32", "ref " s " x f32", 1}
 
 const nb_kernel nb_kernels_ref[NB_KERNEL_TYPES] = {
-    Q8(Q4_0, "q4_0", mm_q4_0, mmf_q4_0),
-    Q8(Q5_0, "q5_0", mm_q5_0, mmf_q5_0),
-    Q8(Q8_0, "q8_0", mm_q8_0, mmf_q8_0),
+    Q8B(Q4_0, "q4_0", mm_q4_0, mmf_q4_0, mm_q4_0_block),
+    Q8B(Q5_0, "q5_0", mm_q5_0, mmf_q5_0, mm_q5_0_block),
+    Q8B(Q8_0, "q8_0", mm_q8_0, mmf_q8_0, mm_q8_0_block),
     Q81(Q4_1, "q4_1", mm_q4_1, mmf_q4_1),
     Q81(Q5_1, "q5_1", mm_q5_1, mmf_q5_1),
     Q8(MXFP4, "mxfp4", mm_mxfp4, mmf_mxfp4),
-    Q8(NVFP4, "nvfp4", mm_nvfp4, mmf_nvfp4),
+    Q8B(NVFP4, "nvfp4", mm_nvfp4, mmf_nvfp4, mm_nvfp4_block),
     [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, mm_q4_k, mmf_q4_k, "ref q4_K x q8_K", "ref q4_K x f32", 1, NULL, mm_q4_k_batch, 4, 4},
     QK(Q5_K, "q5_K", mm_q5_k, mmf_q5_k),
     [NB_TYPE_Q6_K] = {NB_TYPE_Q8_K, mm_q6_k, mmf_q6_k, "ref q6_K x q8_K", "ref q6_K x f32", 1, NULL, mm_q6_k_batch, 8, 1},

@@ -37,6 +37,11 @@ void nb_mm_mxfp4_small_avx2(int64_t n, const void *w, size_t ws, const void *a, 
 void nb_mm_nvfp4_small_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q4_1_small_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q5_1_small_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+/* NB_ROUTE_BLOCK's (kernels.h, mm_block) */
+void nb_mm_q4_0_block_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_q5_0_block_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_q8_0_block_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_nvfp4_block_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q4_1_q8_1_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q5_1_q8_1_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_nvfp4_q8_0_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);

@@ -14,7 +14,7 @@
  * leaves each lane exactly through the activations' precomputed -c0 * (sum of the lane's codes)
  * (NB_ACT_Q8_0X and its FP4 variants, kernels.h; tile_u, tile_fp4). A tile holds R weight rows x
  * T activation rows in registers: each unit is decoded once per tile and each activation unit
- * loaded once per tile. GEMM of many tokens goes through panel.h (the 8-lane types).
+ * loaded once per tile. GEMM of many tokens goes through panel.h (the 8-lane types and MXFP4).
  */
 #ifndef NB_KERNELS_X86_UNITS_H
 #define NB_KERNELS_X86_UNITS_H
@@ -85,6 +85,14 @@ static inline unit dec_q4_0(const uint8_t *row, int64_t u) {
 
 static inline unit dec_q5_0(const uint8_t *row, int64_t u) {
     return (unit){_mm256_sub_epi8(ucode_q5_0(row, u), _mm256_set1_epi8(16)), fp16_bcast(((const nb_block_q5_0 *)row + u)->d)};
+}
+
+/* Q4_0 and Q5_0 as their unsigned codes (NB_ROUTE_BLOCK's panels). */
+static inline unit dec_q4_0u(const uint8_t *row, int64_t u) {
+    return (unit){ucode_q4_0(row, u), fp16_bcast(((const nb_block_q4_0 *)row + u)->d)};
+}
+static inline unit dec_q5_0u(const uint8_t *row, int64_t u) {
+    return (unit){ucode_q5_0(row, u), fp16_bcast(((const nb_block_q5_0 *)row + u)->d)};
 }
 
 static inline unit dec_q8_0(const uint8_t *row, int64_t u) {
@@ -378,26 +386,28 @@ static inline __attribute__((always_inline)) void tile_m(ucode_fn code, int ub, 
 /* GEMM of the 8-lane types with many tokens (panel.h): a chunk of PU units of 8 rows. */
 #define PU 32 /* 8 KiB of codes and 1 KiB of scales */
 typedef struct {
-    __m256i q[PU][8]; /* q[u][k] dword r: row r's weights 4k..4k+3 of unit u */
-    __m256 s[PU];     /* the 8 rows' scales of unit u */
+    __m256i q[PU][8]; /* q[u][k] dword r: row r's weights 4k..4k+3 of unit u (in the unit register's order) */
+    __m256 s[PU][2];  /* the 8 rows' scales of unit u's halves (NVFP4's sub-blocks; else one scale twice) */
 } panel;
 
 static inline __attribute__((always_inline)) void panel_decode(dec_fn dec, const uint8_t *w, size_t ws, int rows,
                                                                int64_t u0, int un, panel *p) {
     for (int u = 0; u < un; u++) {
         __m256i v[NB_PANEL_R];
-        float s[NB_PANEL_R];
+        float s[2][NB_PANEL_R];
         for (int r = 0; r < NB_PANEL_R; r++) {
             if (r < rows) {
                 const unit x = dec(w + (size_t)r * ws, u0 + u);
                 v[r] = x.q;
-                s[r] = _mm256_cvtss_f32(x.s);
+                s[0][r] = _mm256_cvtss_f32(x.s); /* lanes 0 and 2: the halves' scales (dec_nvfp4) */
+                s[1][r] = _mm_cvtss_f32(_mm_movehl_ps(_mm256_castps256_ps128(x.s), _mm256_castps256_ps128(x.s)));
             } else
-                v[r] = _mm256_setzero_si256(), s[r] = 0;
+                v[r] = _mm256_setzero_si256(), s[0][r] = s[1][r] = 0;
         }
         nb_transpose8(v);
         for (int k = 0; k < 8; k++) _mm256_store_si256(&p->q[u][k], v[k]);
-        p->s[u] = _mm256_loadu_ps(s);
+        p->s[u][0] = _mm256_loadu_ps(s[0]);
+        p->s[u][1] = _mm256_loadu_ps(s[1]);
     }
 }
 
@@ -418,7 +428,7 @@ static inline __attribute__((always_inline)) void panel_tokens(int x, int T, con
     __m256 sc[PU][NB_PANEL_G]; /* the 8 rows' scale products of each unit and token */
     for (int u = 0; u < un; u++)
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) sc[u][t] = _mm256_mul_ps(p->s[u], _mm256_set1_ps(act_scale(x, a + (size_t)t * as, u)));
+        for (int t = 0; t < T; t++) sc[u][t] = _mm256_mul_ps(p->s[u][0], _mm256_set1_ps(act_scale(x, a + (size_t)t * as, u)));
     const __m256i ones = _mm256_set1_epi16(1);
     for (int k = 0; k < 8; k++) {
         __m256 c[NB_PANEL_G];
@@ -447,6 +457,92 @@ static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, cons
                                                                      size_t as, __m256 acc[][8], int first) {
     panel_tokens(1, T, pv, un, a, as, acc, first);
 }
+
+/* One lane per row and token (kernels.h: MXFP4's order, and NB_ROUTE_BLOCK's): per unit, token
+ * and half of the unit the 8 rows' exact sums, then per unit one conversion, scale product and
+ * fma for 8 rows, or with split one per half (NVFP4, whose sub-block h is the nibble order's
+ * groups 2h, 2h+1, 2h+4, 2h+5). Unsigned codes c = w + (128 >> nsh) against an NB_ACT_Q8_0X
+ * form: the vpmaddubsw pair sums of a half's 4 groups added as words (c <= 31, |a| <= 127: 4 pair
+ * sums <= 31496), one vpmaddwd, and ns >> nsh takes the offset out; per 4 weights, 8 rows and
+ * token a broadcast, vpmaddubsw, a word add and a share of the rest, about 4 instructions against
+ * the 8-lane panels' 6 (panel_tokens, whose fma chains also run per 4 weights). nsh 0: Q8_0's
+ * signed codes against Q8_0 blocks by the sign trick, whose pair sums reach 32512, so each group
+ * takes its own vpmaddwd. */
+static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int split, int T, const void *pv, int un,
+                                                                   const uint8_t *a, size_t as, __m256 acc[][8],
+                                                                   int first) {
+    static const int group[2][2][4] = {{{0, 1, 2, 3}, {4, 5, 6, 7}}, {{0, 1, 4, 5}, {2, 3, 6, 7}}};
+    const int x = nsh > 0; /* NB_ACT_Q8_0X blocks, else Q8_0's */
+    const panel *p = pv;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 c[NB_PANEL_G];
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) c[t] = first ? _mm256_setzero_ps() : acc[t][0];
+    for (int u = 0; u < un; u++) {
+        __m256i is[NB_PANEL_G];
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const int *k = group[split][h];
+            __m256i q[4];
+            #pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) q[i] = _mm256_load_si256(&p->q[u][k[i]]);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                const int8_t *g = act_codes(x, a + (size_t)t * as, u);
+                int32_t g4[4];
+                #pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) memcpy(&g4[i], g + 4 * k[i], 4);
+                __m256i hs;
+                if (x) {
+                    __m256i w = _mm256_maddubs_epi16(q[0], _mm256_set1_epi32(g4[0]));
+                    #pragma GCC unroll 4
+                    for (int i = 1; i < 4; i++) w = _mm256_add_epi16(w, _mm256_maddubs_epi16(q[i], _mm256_set1_epi32(g4[i])));
+                    hs = _mm256_madd_epi16(w, ones);
+                } else {
+                    hs = _mm256_setzero_si256();
+                    #pragma GCC unroll 4
+                    for (int i = 0; i < 4; i++) {
+                        const __m256i pr = _mm256_maddubs_epi16(_mm256_abs_epi8(q[i]), _mm256_sign_epi8(_mm256_set1_epi32(g4[i]), q[i]));
+                        hs = _mm256_add_epi32(hs, _mm256_madd_epi16(pr, ones));
+                    }
+                }
+                if (split) {
+                    const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
+                    const __m256i isum = _mm256_add_epi32(hs, _mm256_set1_epi32(ab->ns[h] >> nsh));
+                    c[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->s[u][h], _mm256_set1_ps(ab->d)), _mm256_cvtepi32_ps(isum), c[t]);
+                } else
+                    is[t] = h ? _mm256_add_epi32(is[t], hs) : hs;
+            }
+        }
+        if (!split)
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                const uint8_t *at = a + (size_t)t * as;
+                __m256i isum = is[t];
+                if (x) {
+                    const nb_block_q8_0x *ab = (const nb_block_q8_0x *)at + u;
+                    isum = _mm256_add_epi32(isum, _mm256_set1_epi32((ab->ns[0] + ab->ns[1]) >> nsh));
+                }
+                c[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->s[u][0], _mm256_set1_ps(act_scale(x, at, u))), _mm256_cvtepi32_ps(isum),
+                                       c[t]);
+            }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) acc[t][0] = c[t];
+}
+
+/* The one-lane panels' token kernels by type (nsh: the codes' offset, 128 >> nsh; 0: Q8_0). */
+#define PANEL_TOKENS_ONE(name, nsh, split)                                                                    \
+    static inline __attribute__((always_inline)) void panel_tokens_##name(int T, const void *pv, int un,      \
+                                                                          const uint8_t *a, size_t as,        \
+                                                                          __m256 acc[][8], int first) {       \
+        panel_tokens_one(nsh, split, T, pv, un, a, as, acc, first);                                           \
+    }
+PANEL_TOKENS_ONE(mx, 3, 0)
+PANEL_TOKENS_ONE(q4_0b, q4_0_nsh, 0)
+PANEL_TOKENS_ONE(q5_0b, q5_0_nsh, 0)
+PANEL_TOKENS_ONE(q8_0b, 0, 0)
+PANEL_TOKENS_ONE(nvfp4b, 3, 1)
 
 /* Tokens from which the panel beats the tiles (its decode and transpose cost about as much as the
  * products of 4 tokens; 2048 x 640 Q8_0, 1 thread: tiles ahead at 4-12 tokens, panel at 32). */
@@ -496,22 +592,37 @@ static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, cons
                                   int64_t nt, float *y, size_t ldy) {                                         \
         nb_avx2_tile_loop_small(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                      \
     }
-/* The kernel of an 8-lane type ty: tiles TILE, and from PANEL_MIN_TOKENS the panels, activations
- * Q8_0 (act q8_0: nb_block_q8_0, panel_tokens_q8_0) or NB_ACT_Q8_0X (q8_0x). */
-#define KERNEL(ty, isa, TILE, act)                                                                            \
+/* The kernel of a panel type ty: tiles TILE, and from PANEL_MIN_TOKENS the panels, the token
+ * kernel panel_tokens_##tok against activation blocks nb_block_##ab, results by out (panel.h). */
+#define KERNEL_PANEL(ty, isa, TILE, tok, ab, out)                                                             \
     TILE_TABLE(TILE, ty) PANEL_DECODE(ty)                                                                     \
     void nb_mm_##ty##_q8_0_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
                                 int64_t nt, float *y, size_t ldy) {                                          \
         if (nt >= PANEL_MIN_TOKENS) {                                                                         \
             panel p;                                                                                          \
-            nb_panel_gemm(panel_decode_##ty, panel_tokens_##act, &p, PU, sizeof(nb_block_##act), NB_PANEL_TREE, \
-                          n / 32, w, ws, a, as, nr, nt, y, ldy);                                              \
+            nb_panel_gemm(panel_decode_##ty, panel_tokens_##tok, &p, PU, sizeof(nb_block_##ab), out, n / 32,  \
+                          w, ws, a, as, nr, nt, y, ldy);                                                      \
         } else                                                                                                \
             nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                        \
     }                                                                                                         \
     KERNEL_SMALL(ty, isa)
-/* The kernel of an FP4 type: its tiles TILE for every token count (the panels take one scale
- * per unit and row, and the contract's 8 lanes). */
+/* The kernel of an 8-lane type ty, activations Q8_0 (act q8_0: nb_block_q8_0, panel_tokens_q8_0)
+ * or NB_ACT_Q8_0X (q8_0x). */
+#define KERNEL(ty, isa, TILE, act) KERNEL_PANEL(ty, isa, TILE, act, act, NB_PANEL_TREE)
+/* NB_ROUTE_BLOCK's kernel of type ty (NB_BLOCK_MIN tokens or more: always the panels), decoded
+ * by dec, tokens by panel_tokens_##tok against activation blocks nb_block_##ab. */
+#define KERNEL_BLOCK(ty, isa, dec, tok, ab)                                                                   \
+    static void panel_decode_##ty##b(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *p) {     \
+        panel_decode(dec, w, ws, rows, u0, un, p);                                                            \
+    }                                                                                                         \
+    void nb_mm_##ty##_block_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,  \
+                                  int64_t nt, float *y, size_t ldy) {                                         \
+        panel p;                                                                                              \
+        nb_panel_gemm(panel_decode_##ty##b, panel_tokens_##tok, &p, PU, sizeof(nb_block_##ab), NB_PANEL_ONE,  \
+                      n / 32, w, ws, a, as, nr, nt, y, ldy);                                                  \
+    }
+/* The kernel of NVFP4: its tiles TILE for every token count (the panels take one scale per unit
+ * and row, and the contract's 8 lanes). */
 #define KERNEL_FP4(ty, isa, TILE)                                                                             \
     TILE_TABLE(TILE, ty)                                                                                      \
     void nb_mm_##ty##_q8_0_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \

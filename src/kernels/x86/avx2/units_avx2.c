@@ -1,13 +1,17 @@
 /*
  * units_avx2.c: Q4_0, Q5_0, Q8_0, MXFP4 and NVFP4 weights against Q8_0 activations or their Q8_0X
- * forms, Q4_1 and Q5_1 against Q8_1, AVX2 (the kernel bodies are units.h).
+ * forms, Q4_1 and Q5_1 against Q8_1, and NB_ROUTE_BLOCK's kernels, AVX2 (the kernel bodies are units.h).
  */
 #include "kernels/x86/avx2/units.h"
 
 KERNEL(q4_0, avx2, TILE_U, q8_0x)
 KERNEL(q5_0, avx2, TILE_U, q8_0x)
 KERNEL(q8_0, avx2, TILE_S, q8_0)
-KERNEL_FP4(mxfp4, avx2, TILE_MX)
+KERNEL_PANEL(mxfp4, avx2, TILE_MX, mx, q8_0x, NB_PANEL_ONE)
 KERNEL_FP4(nvfp4, avx2, TILE_NV)
+KERNEL_BLOCK(q4_0, avx2, dec_q4_0u, q4_0b, q8_0x)
+KERNEL_BLOCK(q5_0, avx2, dec_q5_0u, q5_0b, q8_0x)
+KERNEL_BLOCK(q8_0, avx2, dec_q8_0, q8_0b, q8_0)
+KERNEL_BLOCK(nvfp4, avx2, dec_nvfp4, nvfp4b, q8_0x)
 KERNEL_MIN(q4_1, avx2)
 KERNEL_MIN(q5_1, avx2)
