@@ -8,9 +8,9 @@
  * a 16384 x 14336 matrix (larger than any L3 here) and its share of the streaming bandwidth just
  * measured, GEMM GFLOP/s at 512 activation rows on 4096 x 4096 (NB_ROUTE_QUANT, and NB_ROUTE_BLOCK
  * where a type has it), and the activation quantization cost. Medians and spreads (max - min) over
- * repetitions. Weights are one quantized random 64-row
- * slab tiled over the matrix (quantizing 235M values with the reference quantizers would take
- * minutes); one matrix is allocated at a time. Numbers only: nothing here passes or fails.
+ * repetitions. Weights are one quantized random 64-row slab tiled over the matrix (quantizing 235M
+ * values with the reference quantizers would take minutes); one matrix is allocated at a time.
+ * Numbers only: nothing here passes or fails.
  */
 #include <stdio.h>
 #include <stdlib.h>

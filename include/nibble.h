@@ -891,7 +891,8 @@ NB_API nb_status nb_imatrix_collect(nb_ctx *c, nb_imatrix *im, const int32_t *to
  * the stacked rows of all sequences; RoPE, the KV cache and attention are each sequence's own. The
  * rows live in ctxs[0]'s activation arena, so their total must be at most ctxs[0]'s n_batch (as
  * nb_ctx_create capped it: at most its n_ctx), else NB_ERR_RANGE. Every context must have the same
- * model and the same thread pool (nb_ctx_params.pool) and appear once. logits: NULL, or n_seq rows
+ * model, the same thread pool (nb_ctx_params.pool), attention route and fast_prefill, and appear
+ * once. logits: NULL, or n_seq rows
  * of n_vocab floats, row i for the last token of sequence i. Every sequence is checked as
  * nb_ctx_eval checks its tokens before anything changes. One sequence of at most n_batch tokens is
  * nb_ctx_eval of them, bit for bit. Results do not depend on the thread count, but they depend on

@@ -168,6 +168,14 @@ TEST(bad_batches_refused) {
           "one context twice: %s", nb_last_error());
     CHECK(nb_batch_eval(c, tok, n, 3, NULL) == NB_ERR_INVALID_ARG && strstr(nb_last_error(), "pool"),
           "another pool: %s", nb_last_error());
+    nb_ctx_params fp = nb_ctx_default_params();
+    fp.n_ctx = 16, fp.n_batch = 8, fp.pool = pool, fp.fast_prefill = 1;
+    nb_ctx *fast = NULL;
+    CHECK(nb_ctx_create(model, &fp, &fast) == NB_OK, "ctx: %s", nb_last_error());
+    nb_ctx *mixed[2] = {c[0], fast};
+    CHECK(nb_batch_eval(mixed, tok, n, 2, NULL) == NB_ERR_INVALID_ARG && strstr(nb_last_error(), "fast_prefill"),
+          "a fast_prefill context beside a default one: %s", nb_last_error());
+    nb_ctx_free(fast);
     n[0] = 7;
     CHECK(nb_batch_eval(c, tok, n, 2, NULL) == NB_ERR_RANGE && strstr(nb_last_error(), "batch size 8"),
           "9 rows over n_batch 8: %s", nb_last_error());

@@ -841,9 +841,9 @@ nb_status nb_batch_eval(nb_ctx *const *ctxs, const int32_t *const *tokens, const
     for (int i = 0; i < n_seq; i++) {
         nb_ctx *c = ctxs[i];
         if (!c) return nb_fail(NB_ERR_INVALID_ARG, "batch: sequence %d has no context", i);
-        if (c->m != ctxs[0]->m || c->pool != ctxs[0]->pool || c->fused != ctxs[0]->fused)
-            return nb_fail(NB_ERR_INVALID_ARG, "batch: sequence %d's context has another model, thread pool or "
-                           "attention route than sequence 0's", i);
+        if (c->m != ctxs[0]->m || c->pool != ctxs[0]->pool || c->fused != ctxs[0]->fused || c->route != ctxs[0]->route)
+            return nb_fail(NB_ERR_INVALID_ARG, "batch: sequence %d's context has another model, thread pool, "
+                           "attention route or fast_prefill than sequence 0's", i);
         for (int j = 0; j < i; j++)
             if (ctxs[j] == c) return nb_fail(NB_ERR_INVALID_ARG, "batch: sequences %d and %d share a context", j, i);
         if (n_tokens[i] < 1) return nb_fail(NB_ERR_INVALID_ARG, "batch: sequence %d has %d tokens (at least 1)", i, n_tokens[i]);
