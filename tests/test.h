@@ -11,6 +11,7 @@
 #ifndef NB_TEST_H
 #define NB_TEST_H
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,21 @@ static inline int test_sh(const char *cmd, char *out, size_t cap) {
     out[n] = '\0';
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* KL(p || q) of two rows of n logits, in double, and (same_top, may be NULL) whether their top
+ * tokens agree. */
+static inline double test_kl(const float *p, const float *q, int n, int *same_top) {
+    int tp = 0, tq = 0;
+    for (int v = 1; v < n; v++) tp = p[v] > p[tp] ? v : tp, tq = q[v] > q[tq] ? v : tq;
+    double zp = 0, zq = 0, kl = 0;
+    for (int v = 0; v < n; v++) zp += exp(p[v] - p[tp]), zq += exp(q[v] - q[tq]);
+    for (int v = 0; v < n; v++) {
+        const double lp = p[v] - p[tp] - log(zp), lq = q[v] - q[tq] - log(zq);
+        kl += exp(lp) * (lp - lq);
+    }
+    if (same_top) *same_top = tp == tq;
+    return kl;
 }
 
 static inline int test_summary(void) {

@@ -41,18 +41,6 @@ static int argmax(const float *x) {
     return best;
 }
 
-/* KL(p || q) of two logit rows. */
-static double kl(const float *p, const float *q) {
-    const double mp = p[argmax(p)], mq = q[argmax(q)];
-    double zp = 0, zq = 0, d = 0;
-    for (int v = 0; v < n_vocab; v++) zp += exp(p[v] - mp), zq += exp(q[v] - mq);
-    for (int v = 0; v < n_vocab; v++) {
-        const double lp = p[v] - mp - log(zp), lq = q[v] - mq - log(zq);
-        d += exp(lp) * (lp - lq);
-    }
-    return d;
-}
-
 /* A prompt then 6 greedy tokens, through nb_batch_eval of one sequence and through nb_ctx_eval:
  * the same logits, bit for bit, at every step. */
 TEST(one_sequence_is_ctx_eval) {
@@ -122,7 +110,7 @@ TEST(sequences_share_a_pass) {
         for (int step = 0; step < 5; step++) {
             const float *bat = t1 + ((size_t)i * 5 + step) * n_vocab;
             /* a near tie may flip (batch orders): the batch's top token is within 0.1 of alone's top */
-            const double d = kl(bat, alone), gap = alone[argmax(alone)] - alone[argmax(bat)];
+            const double d = test_kl(bat, alone, n_vocab, NULL), gap = alone[argmax(alone)] - alone[argmax(bat)];
             CHECK(gap < 0.1 && d < 0.02, "sequence %d step %d: top %d vs %d alone (%g below), KL %g", i, step,
                   argmax(bat), argmax(alone), gap, d);
             int32_t next = argmax(bat);

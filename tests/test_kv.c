@@ -95,16 +95,8 @@ static double mean_kl(const float *p, const float *q, int n, int V, double *same
     double kl = 0;
     int agree = 0;
     for (int t = 0; t < n; t++) {
-        const float *a = p + (size_t)t * V, *b = q + (size_t)t * V;
-        int ia = 0, ib = 0;
-        for (int v = 1; v < V; v++) ia = a[v] > a[ia] ? v : ia, ib = b[v] > b[ib] ? v : ib;
-        double za = 0, zb = 0, d = 0;
-        for (int v = 0; v < V; v++) za += exp(a[v] - a[ia]), zb += exp(b[v] - b[ib]);
-        for (int v = 0; v < V; v++) {
-            const double la = a[v] - a[ia] - log(za), lb = b[v] - b[ib] - log(zb);
-            d += exp(la) * (la - lb);
-        }
-        kl += d, agree += ia == ib;
+        int same_top;
+        kl += test_kl(p + (size_t)t * V, q + (size_t)t * V, V, &same_top), agree += same_top;
     }
     *same = (double)agree / n;
     return kl / n;

@@ -198,23 +198,6 @@ TEST(bench_roofline_row) {
     CHECK(test_sh(cmd, out, sizeof out) == 2, "no -m: %s", out);
 }
 
-/* KL(p || q) of two logit rows, and whether their top tokens agree. */
-static double kl_logits(const float *p, const float *q, int n_vocab, int *same_top) {
-    int tp = 0, tq = 0;
-    for (int v = 1; v < n_vocab; v++) {
-        if (p[v] > p[tp]) tp = v;
-        if (q[v] > q[tq]) tq = v;
-    }
-    double zp = 0, zq = 0, kl = 0;
-    for (int v = 0; v < n_vocab; v++) zp += exp(p[v] - p[tp]), zq += exp(q[v] - q[tq]);
-    for (int v = 0; v < n_vocab; v++) {
-        const double lp = p[v] - p[tp] - log(zp), lq = q[v] - q[tq] - log(zq);
-        kl += exp(lp) * (lp - lq);
-    }
-    *same_top = tp == tq;
-    return kl;
-}
-
 /* n tokens' logits (all rows) of a fresh context with fast_prefill f on t threads, or NULL. */
 static float *prefill_logits(nb_model *m, const int32_t *toks, int n, int f, int t) {
     nb_ctx_params p = nb_ctx_default_params();
@@ -257,7 +240,7 @@ TEST(fast_prefill_close_to_exact) {
         int same = 0;
         for (int i = 0; i < N; i++) {
             int st;
-            const double kl = kl_logits(exact + (size_t)i * n_vocab, fast + (size_t)i * n_vocab, n_vocab, &st);
+            const double kl = test_kl(exact + (size_t)i * n_vocab, fast + (size_t)i * n_vocab, n_vocab, &st);
             worst = fmax(worst, kl), sum += kl, same += st;
         }
         printf("fast_prefill against llama.cpp's order, %d positions: KL mean %.2e, max %.2e, same top %d\n", N, sum / N,
@@ -295,7 +278,7 @@ TEST(api_eval_limits_and_logits) {
     for (int i = 0; i < 4; i++) {
         CHECK(nb_ctx_eval(c, toks + i, 1, one, 0) == NB_OK, "eval one: %s", nb_last_error());
         int same;
-        const double kl = kl_logits(logits + (size_t)i * n_vocab, one, n_vocab, &same);
+        const double kl = test_kl(logits + (size_t)i * n_vocab, one, n_vocab, &same);
         printf("position %d: KL(batch || one by one) %.2e, same top %d\n", i, kl, same);
         CHECK(same && kl < 0.02, "position %d: batched and one-by-one differ: KL %g, same top %d", i, kl, same);
     }

@@ -79,20 +79,20 @@ static inline __m256i ucode_q5_1(const uint8_t *row, int64_t u) {
     return codes5(b->qh, b->qs);
 }
 
-static inline unit dec_q4_0(const uint8_t *row, int64_t u) {
-    return (unit){_mm256_sub_epi8(ucode_q4_0(row, u), _mm256_set1_epi8(8)), fp16_bcast(((const nb_block_q4_0 *)row + u)->d)};
-}
-
-static inline unit dec_q5_0(const uint8_t *row, int64_t u) {
-    return (unit){_mm256_sub_epi8(ucode_q5_0(row, u), _mm256_set1_epi8(16)), fp16_bcast(((const nb_block_q5_0 *)row + u)->d)};
-}
-
-/* Q4_0 and Q5_0 as their unsigned codes (NB_ROUTE_BLOCK's panels). */
+/* Q4_0 and Q5_0 as their unsigned codes (NB_ROUTE_BLOCK's panels), and signed (the 8-lane panels). */
 static inline unit dec_q4_0u(const uint8_t *row, int64_t u) {
     return (unit){ucode_q4_0(row, u), fp16_bcast(((const nb_block_q4_0 *)row + u)->d)};
 }
 static inline unit dec_q5_0u(const uint8_t *row, int64_t u) {
     return (unit){ucode_q5_0(row, u), fp16_bcast(((const nb_block_q5_0 *)row + u)->d)};
+}
+static inline unit dec_q4_0(const uint8_t *row, int64_t u) {
+    const unit x = dec_q4_0u(row, u);
+    return (unit){_mm256_sub_epi8(x.q, _mm256_set1_epi8(8)), x.s};
+}
+static inline unit dec_q5_0(const uint8_t *row, int64_t u) {
+    const unit x = dec_q5_0u(row, u);
+    return (unit){_mm256_sub_epi8(x.q, _mm256_set1_epi8(16)), x.s};
 }
 
 static inline unit dec_q8_0(const uint8_t *row, int64_t u) {
