@@ -12,9 +12,9 @@
  * --shapes takes any OUTxIN list.
  *
  * For every cell: effective weight GB/s (the matrix's bytes / time of one call) and the ratio
- * time(n) / time(1) (medians). Weights are one quantized random 64-row slab repeated over the
- * matrix (quantizing 168M values with the reference quantizers would take minutes), in 2 MiB
- * pages as the runtime maps them; matrices smaller than 256 MiB are copied until the copies fill
+ * time(n) / time(1) (medians). Weights are nb_bench_matrix's: one quantized random 64-row slab
+ * repeated over the matrix (quantizing 168M values with the reference quantizers would take
+ * minutes), in 2 MiB pages as the runtime maps them; matrices smaller than 256 MiB are copied until the copies fill
  * 256 MiB and successive calls take successive copies, so that every call reads its weights from
  * DRAM as one decode step does (no copy stays in the 32 MiB L3). A round times every n in turn
  * (each sample: calls repeated for at least --ms milliseconds), so a drifting machine spreads
@@ -74,31 +74,18 @@ typedef struct {
 } matrix;
 
 static int make_matrix(matrix *m, int type, shape sh, int max_n, int hot) {
-    size_t rb;
+    size_t rb, span;
     if (nb_row_bytes(type, sh.in, &rb) != NB_OK) return 0;
-    const int64_t slab = 64;
     *m = (matrix){.type = type, .sh = sh, .bytes = rb * (size_t)sh.out};
     m->copies = hot || m->bytes >= SPAN_BYTES ? 1 : (int)((SPAN_BYTES + m->bytes - 1) / m->bytes);
-    m->w = big_alloc(m->bytes * (size_t)m->copies);
-    float *src = malloc(sizeof(float) * (size_t)(slab * sh.in));
+    void *w;
+    if (nb_bench_matrix(type, sh.out * m->copies, sh.in, 12345, &w, &span) != NB_OK) return 0;
+    m->w = w;
     m->x = malloc(sizeof(float) * (size_t)(max_n * sh.in));
     m->y = malloc(sizeof(float) * (size_t)max_n * (size_t)sh.out);
-    if (!m->w || !src || !m->x || !m->y) {
-        free(src);
-        return 0;
-    }
-    uint32_t s = 12345;
-    for (int64_t i = 0; i < slab * sh.in; i++) src[i] = (float)((int32_t)lcg(&s) >> 8) / (float)(1 << 23);
+    if (!m->x || !m->y) return 0;
+    uint32_t s = 777;
     for (int64_t i = 0; i < max_n * sh.in; i++) m->x[i] = (float)((int32_t)lcg(&s) >> 8) / (float)(1 << 23);
-    const int64_t sr = sh.out < slab ? sh.out : slab;
-    if (nb_quantize(type, src, m->w, sr * sh.in) != NB_OK) {
-        free(src);
-        return 0;
-    }
-    free(src);
-    for (int64_t r = sr; r < sh.out; r += sr)
-        memcpy(m->w + (size_t)r * rb, m->w, rb * (size_t)(sh.out - r < sr ? sh.out - r : sr));
-    for (int c = 1; c < m->copies; c++) memcpy(m->w + (size_t)c * m->bytes, m->w, m->bytes);
     return 1;
 }
 

@@ -8,7 +8,7 @@
  * Types (default): those a Q4_K_M file and the FP4 files hold (q4_K, q6_K, q8_0, q5_0, q4_0,
  * mxfp4, nvfp4). Shapes (n_out x n_in; default): Gemma 3 270M's 2048x640 (FFN up and gate) and
  * 640x2048 (FFN down), Qwen3-0.6B's 3072x1024 and 1024x3072; a type whose block does not divide
- * n_in skips the shape. The matrix (a quantized random 64-row slab repeated) stays in the caches
+ * n_in skips the shape. The matrix (nb_bench_matrix: a quantized random 64-row slab repeated) stays in the caches
  * as a prefill's panels do; each round times every route of every cell in turn (each sample: calls
  * repeated for at least 200 ms), and the figures are the medians over rounds with their range.
  * A type without a block order shows "-" there (its NB_ROUTE_QUANT order is per block already).
@@ -29,26 +29,6 @@
 static void usage(void) {
     fprintf(stderr, "usage: bench_gemm [-t N] [-n TOKENS] [-r ROUNDS] [--types LIST] [--shapes OUTxIN,...]\n");
     exit(2);
-}
-
-/* A quantized matrix of n_out x n_in of type ty: a 64-row random slab, repeated. */
-static void *make_matrix(int ty, int64_t n_out, int64_t n_in) {
-    size_t rb;
-    if (nb_row_bytes(ty, n_in, &rb)) return NULL;
-    const int64_t slab = n_out < 64 ? n_out : 64;
-    float *x = malloc(sizeof(float) * (size_t)(slab * n_in));
-    uint8_t *w = big_alloc(rb * (size_t)n_out);
-    if (!x || !w) return free(x), free(w), NULL;
-    uint32_t s = 12345;
-    for (int64_t i = 0; i < slab * n_in; i++) {
-        s = s * 1664525u + 1013904223u;
-        x[i] = (float)((int32_t)s >> 8) / (float)(1 << 23);
-    }
-    if (nb_quantize(ty, x, w, slab * n_in)) return free(x), free(w), NULL;
-    for (int64_t r = slab; r < n_out; r += slab)
-        memcpy(w + (size_t)r * rb, w, rb * (size_t)(n_out - r < slab ? n_out - r : slab));
-    free(x);
-    return w;
 }
 
 /* GFLOP/s of calls repeated for at least 200 ms. */
@@ -118,8 +98,8 @@ int main(int argc, char **argv) {
             const int ty = types[ti];
             size_t rb;
             if (nb_row_bytes(ty, n_in, &rb)) continue; /* the block does not divide the row */
-            void *w = make_matrix(ty, n_out, n_in);
-            if (!w) return fprintf(stderr, "bench_gemm: %s\n", nb_last_error()), 1;
+            void *w;
+            if (nb_bench_matrix(ty, n_out, n_in, 12345, &w, &rb)) return fprintf(stderr, "bench_gemm: %s\n", nb_last_error()), 1;
             const char *quant = nb_matmul_kernel_name(ty, NB_ROUTE_QUANT);
             const int has_block = nb_matmul_kernel_name(ty, NB_ROUTE_BLOCK) != quant;
             double r[2][MAX_ROUNDS];

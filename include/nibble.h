@@ -961,6 +961,47 @@ NB_API nb_status nb_bench_run(const nb_model *m, const nb_bench_params *p, nb_be
  * streaming bandwidth by). Refuses a type whose block does not divide head_dim. */
 NB_API nb_status nb_decode_step_bytes(const nb_model *m, int type_k, int type_v, int pos, double *bytes);
 
+/* Machine benchmarks (`nibble bench kernels`, `nibble bench roofline`): each figure is taken reps
+ * times (1 .. NB_BENCH_MAX_REPS) and given as its median and range. */
+typedef struct nb_bench_stat {
+    double median, min, max;
+} nb_bench_stat;
+
+/* A benchmark's weight matrix: n_out rows of n_in elements of a type, one 64-row slab of seeded
+ * pseudo-random values in [-1, 1) quantized by nb_quantize and repeated down the rows, in 2 MiB
+ * pages where the kernel allows (as nb_gguf_open maps a model's weights). *w (to free()) and its
+ * *bytes, or the status of nb_row_bytes or nb_quantize for the type, NB_ERR_NOMEM. */
+NB_API nb_status nb_bench_matrix(int type, int64_t n_out, int64_t n_in, uint32_t seed, void **w, size_t *bytes);
+/* Streaming-read bandwidth in GB/s: passes sums over a 1 GiB buffer (touched first) split over
+ * the pool's threads. */
+NB_API nb_status nb_bench_stream(nb_pool *pool, int passes, nb_bench_stat *gbs);
+
+typedef struct nb_bench_kernel_result {
+    const char *kernel;              /* nb_matmul_kernel_name(type, NB_ROUTE_QUANT) */
+    nb_bench_stat gemv_gbs;          /* weight bytes read per second, one token on 16384 x 14336 (past any L3) */
+    nb_bench_stat gemm_gflops;       /* 512 tokens on 4096 x 4096, NB_ROUTE_QUANT */
+    nb_bench_stat gemm_block_gflops; /* the same by NB_ROUTE_BLOCK; zero for a type without that order */
+    nb_bench_stat quant_ms;          /* a 4-row product of 512 tokens: the activations' quantization, an upper bound */
+} nb_bench_kernel_result;
+/* One weight type's products on the active kernel set, on nb_bench_matrix weights (the GEMV
+ * matrix freed before the GEMM's is made): reps GEMVs after a warm one; min(reps, 3) of each GEMM
+ * figure (a GEMM of the slow types takes seconds). */
+NB_API nb_status nb_bench_kernel(nb_pool *pool, int type, int reps, nb_bench_kernel_result *out);
+
+typedef struct nb_bench_roofline_result {
+    nb_bench_stat stream_gbs; /* each round's streaming rate: the median of 3 passes */
+    nb_bench_stat decode_ts;  /* each round's decode tokens per second */
+    nb_bench_stat ceiling_ts; /* stream / step_bytes: the tokens per second the bandwidth allows */
+    nb_bench_stat share;      /* percent of its round's ceiling that a round's decode reached */
+    double step_bytes;        /* the mean bytes a decode step reads (nb_decode_step_bytes) */
+} nb_bench_roofline_result;
+/* Decode against its memory ceiling on the pool: one untimed run (the weights' pages), then rounds
+ * (1 .. NB_BENCH_MAX_REPS) of a streaming rate and nb_bench_run's tg n_gen at depth 1 (`nibble
+ * bench -n N -d 1`, its warm-up step included), each round's share taken against its own rate as
+ * the machine's bandwidth drifts between rounds. */
+NB_API nb_status nb_bench_roofline(const nb_model *m, nb_pool *pool, int n_gen, int rounds,
+                                   nb_bench_roofline_result *out);
+
 #ifdef __cplusplus
 }
 #endif

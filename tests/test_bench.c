@@ -1,6 +1,6 @@
 /*
  * test_bench.c: the model benchmark, `nibble bench -m` in llama-bench's dialect and the library's
- * nb_bench_run / nb_decode_step_bytes under it. The command's JSON is parsed (cJSON) and its rows,
+ * nb_bench_run / nb_decode_step_bytes under it, and the machine benchmarks' library calls. The command's JSON is parsed (cJSON) and its rows,
  * fields and values checked; a bad flag is a usage error naming it; a combination the library
  * refuses is an error line and exit 1 while the others still run. Nothing here times anything:
  * figures are only required to be positive and consistent with each other.
@@ -237,6 +237,57 @@ TEST(api_step_bytes) {
     nb_model_free(m);
 }
 
+/* The machine benchmarks' pieces: the matrix (a quantized slab repeated, seeded), the stream and
+ * the roofline's figures (positive, consistent), and the arguments they refuse. */
+TEST(api_machine) {
+    void *w, *w2;
+    size_t bytes, rb;
+    CHECK(nb_row_bytes(NB_TYPE_Q4_0, 64, &rb) == NB_OK, "q4_0 row");
+    CHECK(nb_bench_matrix(NB_TYPE_Q4_0, 100, 64, 7, &w, &bytes) == NB_OK && bytes == 100 * rb, "matrix: %s",
+          nb_last_error());
+    const uint8_t *b = w;
+    CHECK(!memcmp(b + 64 * rb, b, 36 * rb) && memcmp(b + rb, b, rb), "rows 64..99 repeat rows 0..35, rows differ");
+    float x[64];
+    CHECK(nb_dequantize(NB_TYPE_Q4_0, b, x, 64) == NB_OK, "dequantize");
+    int in_range = 1;
+    for (int i = 0; i < 64; i++) in_range &= x[i] >= -1.0f && x[i] <= 1.0f;
+    CHECK(in_range, "values in [-1, 1]");
+    CHECK(nb_bench_matrix(NB_TYPE_Q4_0, 100, 64, 8, &w2, &bytes) == NB_OK && memcmp(w2, w, bytes), "another seed");
+    free(w), free(w2);
+    CHECK(nb_bench_matrix(NB_TYPE_Q4_0, 4, 48, 7, &w, &bytes) == NB_ERR_INVALID_ARG && !w, "48 elements of q4_0");
+    CHECK(nb_bench_matrix(NB_TYPE_Q4_0, 0, 64, 7, &w, &bytes) == NB_ERR_INVALID_ARG && !w, "0 rows");
+    nb_pool *pool;
+    CHECK(nb_pool_create(1, &pool) == NB_OK, "pool");
+    nb_bench_stat st;
+    CHECK(nb_bench_stream(pool, 1, &st) == NB_OK && st.median > 0 && st.min == st.median && st.max == st.median,
+          "one pass: %g GB/s", st.median);
+    CHECK(nb_bench_stream(pool, 0, &st) == NB_ERR_INVALID_ARG, "0 passes");
+    nb_bench_kernel_result kr;
+    CHECK(nb_bench_kernel(pool, NB_TYPE_Q4_0, 0, &kr) == NB_ERR_INVALID_ARG && strstr(nb_last_error(), "0 repetitions"),
+          "0 repetitions: %s", nb_last_error());
+    CHECK(nb_bench_kernel(NULL, NB_TYPE_Q4_0, 1, &kr) == NB_ERR_INVALID_ARG, "no pool");
+    CHECK(nb_bench_kernel(pool, NB_TYPE_Q8_K, 1, &kr) == NB_ERR_INVALID_ARG && strstr(nb_last_error(), "weight type"),
+          "q8_K: %s", nb_last_error());
+    if (MODEL[0]) {
+        nb_model *m;
+        CHECK(nb_model_load(MODEL, &m) == NB_OK, "load: %s", nb_last_error());
+        nb_bench_roofline_result r;
+        CHECK(nb_bench_roofline(m, pool, 2, 0, &r) == NB_ERR_INVALID_ARG && r.step_bytes == 0, "0 rounds");
+        CHECK(nb_bench_roofline(m, pool, 2, 2, &r) == NB_OK, "roofline: %s", nb_last_error());
+        double want;
+        CHECK(nb_decode_step_bytes(m, NB_TYPE_F16, NB_TYPE_F16, 1, &want) == NB_OK, "%s", nb_last_error());
+        CHECK(r.step_bytes > want && r.step_bytes < want * 1.01, "step bytes %g (position 1: %g)", r.step_bytes, want);
+        const nb_bench_stat *f[] = {&r.stream_gbs, &r.decode_ts, &r.ceiling_ts, &r.share};
+        for (int i = 0; i < 4; i++)
+            CHECK(f[i]->min > 0 && f[i]->min <= f[i]->median && f[i]->median <= f[i]->max, "figure %d: %g (%g..%g)", i,
+                  f[i]->median, f[i]->min, f[i]->max);
+        CHECK(fabs(r.ceiling_ts.min - r.stream_gbs.min * 1e9 / r.step_bytes) < 1e-6 * r.ceiling_ts.min,
+              "ceiling = stream / step bytes");
+        nb_model_free(m);
+    }
+    nb_pool_destroy(pool);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     char path[PATH_MAX];
@@ -252,6 +303,7 @@ int main(int argc, char **argv) {
     RUN(usage_errors_and_refused_rows);
     RUN(api_run);
     RUN(api_step_bytes);
+    RUN(api_machine);
     for (const char *const *f = (const char *const[]){"stdout", "stderr", NULL}; *f; f++) {
         char file[128];
         snprintf(file, sizeof file, "%s/%s", TMPD, *f);

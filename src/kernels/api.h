@@ -51,4 +51,11 @@ void nb_swiglu(float *g, const float *u, int64_t n);
 void nb_attn_pv(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows, float *acc);
 void nb_geglu(float *g, const float *u, int64_t n);
 
+/* The median and range of n figures (v is sorted in place), n >= 1. */
+nb_bench_stat nb_bench_stat_of(double *v, int n);
+/* nb_bench_stream's 1 GiB buffer, touched (NULL with the error set; free() it), and the GB/s of
+ * passes sums over it, for benchmarks that take the streaming rate between other figures. */
+uint64_t *nb_stream_buffer(void);
+nb_bench_stat nb_stream_passes(nb_pool *pool, const uint64_t *buf, int passes);
+
 #endif

@@ -1,6 +1,7 @@
 /*
  * bench.c: one test of the model benchmark (nb_bench_run, nibble.h "benchmark"), timed as
- * llama.cpp's llama-bench times it, and the bytes a decode step reads (nb_decode_step_bytes).
+ * llama.cpp's llama-bench times it, the bytes a decode step reads (nb_decode_step_bytes), and
+ * decode against the ceiling those bytes and the streaming rate set (nb_bench_roofline).
  *
  * A test: create the context (n_ctx = depth + prompt + gen), warm up (a prefill of n_prompt on the
  * empty context, one decode step), fill the depth once, then per repetition run the prefill and
@@ -15,6 +16,7 @@
 #include "base/error.h"
 #include "base/rng.h"
 #include "base/threads.h"
+#include "kernels/api.h"
 #include "model/context.h"
 #include "nibble.h"
 
@@ -97,15 +99,13 @@ static void summarize(nb_bench_result *o) {
     for (int i = 0; i < n; i++) {
         const double dn = (double)o->samples_ns[i] - avg_ns, dt = o->samples_ts[i] - avg_ts;
         sq_ns += dn * dn, sq_ts += dt * dt;
-        int j = i; /* insertion into sorted[0 .. i) */
-        for (; j > 0 && sorted[j - 1] > o->samples_ts[i]; j--) sorted[j] = sorted[j - 1];
-        sorted[j] = o->samples_ts[i];
+        sorted[i] = o->samples_ts[i];
     }
     o->avg_ns = (uint64_t)llround(avg_ns);
     o->avg_ts = avg_ts;
     o->stddev_ns = n > 1 ? (uint64_t)llround(sqrt(sq_ns / (n - 1))) : 0;
     o->stddev_ts = n > 1 ? sqrt(sq_ts / (n - 1)) : 0;
-    o->median_ts = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    o->median_ts = nb_bench_stat_of(sorted, n).median;
 }
 
 /* The mean of nb_decode_step_bytes over the decode steps, at positions depth + prompt onwards. */
@@ -170,4 +170,32 @@ nb_status nb_bench_run(const nb_model *m, const nb_bench_params *p, nb_bench_res
     nb_ctx_free(r.c);
     if (s) memset(out, 0, sizeof *out);
     return s;
+}
+
+nb_status nb_bench_roofline(const nb_model *m, nb_pool *pool, int n_gen, int rounds, nb_bench_roofline_result *out) {
+    if (!out) return nb_fail(NB_ERR_INVALID_ARG, "bench roofline: NULL result");
+    memset(out, 0, sizeof *out);
+    if (!m || !pool) return nb_fail(NB_ERR_INVALID_ARG, "bench roofline: NULL model or pool");
+    if (rounds < 1 || rounds > NB_BENCH_MAX_REPS)
+        return nb_fail(NB_ERR_INVALID_ARG, "bench roofline: %d rounds (1 to %d)", rounds, NB_BENCH_MAX_REPS);
+    nb_bench_params bp = nb_bench_default_params();
+    bp.n_prompt = 0, bp.n_gen = n_gen, bp.n_depth = 1, bp.reps = 1, bp.ctx.pool = pool;
+    nb_bench_result res;
+    nb_status s = nb_bench_run(m, &bp, &res); /* the weights' pages */
+    if (s) return s;
+    uint64_t *buf = nb_stream_buffer();
+    if (!buf) return NB_ERR_NOMEM;
+    double gbs[NB_BENCH_MAX_REPS], tps[NB_BENCH_MAX_REPS], ceil[NB_BENCH_MAX_REPS], share[NB_BENCH_MAX_REPS];
+    for (int r = 0; r < rounds && !s; r++) {
+        gbs[r] = nb_stream_passes(pool, buf, 3).median;
+        s = nb_bench_run(m, &bp, &res);
+        tps[r] = res.avg_ts;
+        ceil[r] = gbs[r] * 1e9 / res.step_bytes;
+        share[r] = 100 * tps[r] / ceil[r];
+    }
+    free(buf);
+    if (s) return s;
+    *out = (nb_bench_roofline_result){nb_bench_stat_of(gbs, rounds), nb_bench_stat_of(tps, rounds),
+                                      nb_bench_stat_of(ceil, rounds), nb_bench_stat_of(share, rounds), res.step_bytes};
+    return NB_OK;
 }
