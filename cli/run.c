@@ -1,8 +1,8 @@
 /*
  * run.c: `nibble run`, text generation with llama.cpp's flags and defaults; `--chat` for an
  * interactive conversation on standard input in the model's chat template. The generation loop
- * (nb_generate) and the templates (nb_chat_apply) are the library's; this file parses flags,
- * keeps the conversation and prints. Timings and peak memory go to stderr.
+ * (nb_generate) and the conversation (nb_conv) are the library's; this file parses flags, reads
+ * lines and prints. Timings and peak memory go to stderr.
  *
  * The prompt is tokenized and checked against the context before anything is printed. Ctrl-C
  * stops generation (in --chat: the current reply) and the statistics are printed; a second
@@ -34,21 +34,15 @@ typedef struct run_opts {
     nb_sampler_params sp;
 } run_opts;
 
-/* One exchange of a --chat conversation, kept as text so that a full context can be rebuilt from
- * the most recent turns. */
-typedef struct chat_turn {
-    char *user, *reply;
-} chat_turn;
-
 typedef struct run_state {
     nb_model *m;
     nb_ctx *ctx;
     nb_sampler *smp;
     nb_gen *gen;
     const nb_tokenizer *tok;
-    int32_t *ids;
+    int32_t *ids; /* the prompt's */
     size_t ids_cap;
-    int tmpl;   /* the chat template (--chat) */
+    int tmpl;     /* the chat template (--chat) */
 } run_state;
 
 static volatile sig_atomic_t interrupted;
@@ -151,11 +145,11 @@ static int parse(int argc, char **argv, run_opts *o) {
     return -1;
 }
 
-/* Tokenizes text (special tokens parsed when `special`), growing the id buffer as needed. Returns 0,
- * or the exit code after a message. */
-static int tokenize(run_state *r, const char *text, size_t len, int add_bos, int special, size_t *n) {
+/* Tokenizes the prompt (BOS added, special tokens parsed), growing the id buffer as needed.
+ * Returns 0, or the exit code after a message. */
+static int tokenize(run_state *r, const char *text, size_t len, size_t *n) {
     for (;;) {
-        nb_status s = nb_tokenize(r->tok, text, len, add_bos, special, r->ids, r->ids_cap, n);
+        nb_status s = nb_tokenize(r->tok, text, len, 1, 1, r->ids, r->ids_cap, n);
         if (s != NB_ERR_RANGE || *n <= r->ids_cap) return s ? arg_status(s) : 0;
         int32_t *grown = realloc(r->ids, sizeof(int32_t) * *n);
         if (!grown) return arg_error("out of memory for %zu token ids", *n);
@@ -176,17 +170,17 @@ static int stop_asked(void *user) {
     return interrupted;
 }
 
-/* Feeds the n ids in r->ids and generates the reply, streaming it. Returns 0, or the exit code
+/* Feeds the n ids and generates the reply, streaming it. Returns 0, or the exit code
  * after a message. Stops at an end-of-generation token, n_predict, a reverse prompt, a full
  * context or Ctrl-C. */
-static int generate(run_state *r, const run_opts *o, size_t n, int chat) {
+static int generate(run_state *r, const run_opts *o, const int32_t *ids, size_t n, int chat) {
     if (o->verbose_prompt) {
         fprintf(stderr, "prompt tokens (%zu):", n);
-        for (size_t i = 0; i < n; i++) fprintf(stderr, " %d", r->ids[i]);
+        for (size_t i = 0; i < n; i++) fprintf(stderr, " %d", ids[i]);
         fputc('\n', stderr);
     }
     const nb_gen_io io = {print_text, stop_asked, NULL};
-    nb_status s = nb_generate(r->ctx, r->gen, r->ids, n, &io);
+    nb_status s = nb_generate(r->ctx, r->gen, ids, n, &io);
     if (s) return arg_status(s);
     if (nb_gen_stopped(r->gen) == NB_STOP_CONTEXT)
         fprintf(stderr, "\nnibble run: stopped: the context of %d tokens is full%s\n", nb_ctx_n_ctx(r->ctx),
@@ -196,122 +190,28 @@ static int generate(run_state *r, const run_opts *o, size_t n, int chat) {
 
 /* ------------------------------------------------------------------ chat */
 
-/* The template's text of msgs (NUL-terminated, to free), or NULL after a message (*rc: exit code). */
-static char *render(const run_state *r, const nb_chat_msg *msgs, size_t n, int add_ass, size_t *len, int *rc) {
-    nb_status s = nb_chat_apply(r->tmpl, msgs, n, add_ass, NULL, 0, len);
-    if (s && !(s == NB_ERR_RANGE && *len)) return (*rc = arg_status(s)), NULL;
-    char *text = malloc(*len + 1);
-    if (!text) return (*rc = arg_error("out of memory for the conversation")), NULL;
-    if ((s = nb_chat_apply(r->tmpl, msgs, n, add_ass, text, *len, len))) {
-        free(text);
-        return (*rc = arg_status(s)), NULL;
-    }
-    text[*len] = '\0';
-    return text;
-}
-
-/* The messages of turns from..n-1 after the system text: each user line and, but for the last
- * turn, its reply. Returns the count; msgs holds 1 + 2 (n - from). */
-static size_t chat_msgs(nb_chat_msg *msgs, const chat_turn *turns, int from, int n, const char *system) {
-    size_t k = 0;
-    if (system) msgs[k++] = (nb_chat_msg){"system", system};
-    for (int i = from; i < n; i++) {
-        msgs[k++] = (nb_chat_msg){"user", turns[i].user};
-        if (i < n - 1) msgs[k++] = (nb_chat_msg){"assistant", turns[i].reply ? turns[i].reply : ""};
-    }
-    return k;
-}
-
-/* Stands for a reply in a rendering, to find where the template's text after a reply begins. */
-static const char REPLY_MARK[] = "\x01nibble reply\x02";
-
-/* The text that turns from..n-1 add to the context, the last one awaiting its reply. `fresh`: the
- * text starts the context (BOS follows from tokenization): the whole conversation. Otherwise it
- * follows turn n-2's reply as generated (its end-of-turn token sampled, not fed): the template's
- * text after that reply, found by rendering the conversation with REPLY_MARK as the reply (what a
- * template writes before a reply's content beyond the assistant opening is lost: the reply was
- * generated without it). NULL with *rc 0 when the rendering does not start with the one that ends
- * where the reply begins (the caller rebuilds the context); NULL with *rc set after a message. */
-static char *chat_text(const run_state *r, const chat_turn *turns, int from, int n, const char *system, int fresh,
-                       size_t *len, int *rc) {
-    nb_chat_msg *msgs = malloc(sizeof *msgs * (1 + 2 * (size_t)(n - from)));
-    char *text = NULL, *before = NULL;
-    *rc = 0;
-    if (!msgs) {
-        *rc = arg_error("out of memory for the conversation");
-        return NULL;
-    }
-    if (fresh) text = render(r, msgs, chat_msgs(msgs, turns, from, n, system), 1, len, rc);
-    else {
-        size_t k = chat_msgs(msgs, turns, from, n - 1, system), n_before;
-        if ((before = render(r, msgs, k, 1, &n_before, rc))) {
-            msgs[k++] = (nb_chat_msg){"assistant", REPLY_MARK};
-            msgs[k++] = (nb_chat_msg){"user", turns[n - 1].user};
-            const char *mark = NULL;
-            if ((text = render(r, msgs, k, 1, len, rc)) && *len >= n_before && !memcmp(text, before, n_before))
-                mark = memmem(text + n_before, *len - n_before, REPLY_MARK, sizeof REPLY_MARK - 1);
-            if (mark) {
-                const size_t skip = (size_t)(mark - text) + sizeof REPLY_MARK - 1;
-                *len -= skip;
-                memmove(text, text + skip, *len + 1);
-            } else if (text) {
-                free(text);
-                text = NULL;
-            }
-        }
-    }
-    free(before);
-    free(msgs);
-    return text;
-}
-
-/* Feeds turn n-1 (the user's new line) and generates its reply. When it does not fit in what is
- * left of the context with room for a reply, the context is rebuilt from the system text and the
- * most recent turns that fit; *first (the oldest turn still in the conversation) moves past the
- * dropped ones. Returns 0 (a turn that cannot fit even alone is reported and skipped), or the exit
- * code of a runtime failure. */
-static int chat_turn_run(run_state *r, const run_opts *o, chat_turn *turns, int n, int *first) {
+/* Feeds the user's line to the conversation and generates its reply. A line that does not fit
+ * the context even alone is reported and skipped. Returns 0, or the exit code of a failure. */
+static int chat_turn(run_state *r, const run_opts *o, nb_conv *cv, const char *line) {
     const int n_ctx = nb_ctx_n_ctx(r->ctx);
-    const int reserve = o->n_predict < n_ctx / 4 ? o->n_predict : n_ctx / 4;
-    int fresh = nb_ctx_pos(r->ctx) == 0, from = *first;
-    size_t n_ids;
-    for (;;) {
-        size_t len;
-        int rc;
-        char *text = chat_text(r, turns, from, n, o->system, fresh, &len, &rc);
-        if (!text && rc) return rc;
-        if (text) {
-            rc = tokenize(r, text, len, fresh, 1, &n_ids);
-            free(text);
-            if (rc) return rc;
-            if ((long)n_ids + reserve <= n_ctx - nb_ctx_pos(r->ctx)) break;
-            if (fresh && from == n - 1) {
-                fprintf(stderr, "nibble run: this message is %zu token%s; with room for a reply the context (-c %d) "
-                        "holds %d: it was skipped\n", n_ids, nb_plural((long long)n_ids), n_ctx, n_ctx - reserve);
-                free(turns[n - 1].user);
-                turns[n - 1].user = NULL;
-                return 0;
-            }
-        }
-        if (!fresh) {
-            nb_ctx_reset(r->ctx);
-            fresh = 1;
-        } else from++;
+    const int32_t *ids;
+    size_t n;
+    int dropped;
+    nb_status s = nb_conv_prompt(cv, r->ctx, line, o->n_predict < n_ctx / 4 ? o->n_predict : n_ctx / 4, &ids, &n,
+                                 &dropped);
+    if (s == NB_ERR_RANGE) {
+        fprintf(stderr, "nibble run: %s: the line was skipped\n", nb_last_error());
+        return 0;
     }
-    if (fresh && from > *first)
-        fprintf(stderr, "nibble run: the context was full: the %d oldest turn%s left it%s\n", from - *first,
-                nb_plural(from - *first), o->system ? " (the system text stays)" : "");
-    for (; fresh && *first < from; ++*first) { /* gone for good: the conversation goes on without them */
-        free(turns[*first].user), free(turns[*first].reply);
-        turns[*first] = (chat_turn){0};
-    }
-    int rc = generate(r, o, n_ids, 1);
+    if (s) return arg_status(s);
+    if (dropped)
+        fprintf(stderr, "nibble run: the context was full: the %d oldest turn%s left it%s\n", dropped,
+                nb_plural(dropped), o->system ? " (the system text stays)" : "");
+    int rc = generate(r, o, ids, n, 1);
     size_t len;
     const char *reply = nb_gen_reply(r->gen, &len);
-    if (!(turns[n - 1].reply = malloc(len + 1))) return rc ? rc : arg_error("out of memory for the reply");
-    memcpy(turns[n - 1].reply, reply, len);
-    turns[n - 1].reply[len] = '\0';
-    return rc;
+    s = nb_conv_add_reply(cv, reply, len);
+    return rc ? rc : s ? arg_status(s) : 0;
 }
 
 /* One line of standard input without its line ending, at most CHAT_MAX_LINE bytes. Returns its
@@ -331,10 +231,12 @@ static long read_line(char *buf) {
 
 static int chat(run_state *r, const run_opts *o) {
     char *line = malloc(CHAT_MAX_LINE + 1);
-    chat_turn *turns = NULL;
-    int n = 0, cap = 0, first = 0, rc = 0;
+    nb_conv *cv = NULL;
+    int rc = 0;
     const int tty = isatty(0);
     if (!line) return arg_error("out of memory for the input line");
+    nb_status s = nb_conv_create(r->tok, r->tmpl, o->system, &cv);
+    if (s) rc = arg_status(s);
     while (!rc) {
         if (tty) fprintf(stderr, "\n> ");
         interrupted = 0;
@@ -345,26 +247,10 @@ static int chat(run_state *r, const run_opts *o) {
             break;
         }
         if (!len) continue;
-        if (n == cap) {
-            chat_turn *grown = realloc(turns, sizeof *turns * (size_t)(cap = cap ? 2 * cap : 16));
-            if (!grown) {
-                rc = arg_error("out of memory for the conversation");
-                break;
-            }
-            turns = grown;
-        }
-        turns[n] = (chat_turn){0};
-        if (!(turns[n].user = strdup(line))) {
-            rc = arg_error("out of memory for the conversation");
-            break;
-        }
-        n++;
-        rc = chat_turn_run(r, o, turns, n, &first);
-        if (!turns[n - 1].user) n--; /* skipped: too long for the context */
+        rc = chat_turn(r, o, cv, line);
         putchar('\n');
     }
-    for (int i = 0; i < n; i++) free(turns[i].user), free(turns[i].reply);
-    free(turns);
+    nb_conv_free(cv);
     free(line);
     return rc;
 }
@@ -433,14 +319,14 @@ int cmd_run(int argc, char **argv) {
         rc = chat(&r, &o);
     } else {
         size_t n;
-        if ((rc = tokenize(&r, text, len, 1, 1, &n))) goto out;
+        if ((rc = tokenize(&r, text, len, &n))) goto out;
         if ((long)n > cp.n_ctx) {
             rc = arg_error("the prompt is %zu token%s but the context holds %d (-c %d); use a larger -c", n,
                            nb_plural((long long)n), cp.n_ctx, cp.n_ctx);
             goto out;
         }
         fwrite(text, 1, len, stdout);
-        rc = generate(&r, &o, n, 0);
+        rc = generate(&r, &o, r.ids, n, 0);
         putchar('\n');
     }
     if (interrupted && !rc) rc = 128 + SIGINT;

@@ -745,6 +745,34 @@ typedef struct nb_gen_io {
  * timing the prompt and the reply into the statistics. io may be NULL. */
 NB_API nb_status nb_generate(nb_ctx *c, nb_gen *g, const int32_t *prompt, size_t n, const nb_gen_io *io);
 
+/* ---------------------------------------------------------- conversation */
+/* A multi-turn chat held on one context (`nibble run --chat`; a server's requests carry their
+ * history instead): the turns kept as text in a chat template, and for each new user message the
+ * tokens it adds to the context. After a reply the context holds it as generated (its end-of-turn
+ * token sampled, not fed), so a later message adds only the template's text after that reply and
+ * its own turn. When that text and the room kept for a reply do not fit in what is left of the
+ * context, the context is rebuilt: reset, then BOS, the system text and the most recent turns that
+ * fit, the older turns leaving the conversation for good. */
+typedef struct nb_conv nb_conv;
+
+/* A conversation in template tmpl (nb_chat_template_find, nb_gguf_chat_template) with tok's
+ * vocabulary (not owned); system: a system text (copied), or NULL. */
+NB_API nb_status nb_conv_create(const nb_tokenizer *tok, int tmpl, const char *system, nb_conv **out);
+NB_API void nb_conv_free(nb_conv *cv);
+/* Turns the conversation holds: the newest, and those older ones that have not left it. */
+NB_API int nb_conv_turns(const nb_conv *cv);
+/* Adds a user message (NUL-terminated, copied; special tokens in it are parsed) and gives the
+ * tokens to feed c at its position for it (*ids valid until the next call), rebuilding c as above
+ * when they and reserve tokens (0 <= reserve < nb_ctx_n_ctx) do not fit; *dropped: how many turns
+ * left to make room. A message that does not fit even alone is NB_ERR_RANGE, naming its tokens and
+ * the room; the conversation and the context are then as they were. The caller generates the reply
+ * (nb_generate) and hands its text to nb_conv_add_reply; a message that gets none has "" for one. */
+NB_API nb_status nb_conv_prompt(nb_conv *cv, nb_ctx *c, const char *user, int reserve, const int32_t **ids, size_t *n,
+                                int *dropped);
+/* The reply to the newest message, as generated (nb_gen_reply); NB_ERR_INVALID_ARG when no message
+ * awaits one. */
+NB_API nb_status nb_conv_add_reply(nb_conv *cv, const char *reply, size_t len);
+
 /* ------------------------------------------------ quality: perplexity and KL divergence */
 /* Perplexity as llama.cpp's llama-perplexity computes it: the text's tokens (tokenized with BOS)
  * are cut into windows of n_ctx tokens; each window is evaluated from an empty cache with its first

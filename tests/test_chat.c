@@ -3,7 +3,8 @@
  * mistral variants, rendering, bounds, the unknown-template error) and the generation state
  * machine on a small made-up vocabulary whose logits the test chooses (stop strings across tokens,
  * held-back text, UTF-8 split across tokens, end of generation, n_predict, a full context,
- * cancellation), then nb_generate on the default model (skipped when absent).
+ * cancellation), then nb_generate and a conversation (nb_conv) on the default model (skipped when
+ * absent).
  * The template files come from the llama.cpp tree scripts/fetch-llama-src.sh unpacks ("skipped"
  * when absent).
  */
@@ -514,35 +515,55 @@ static int cancelled(void *user) {
     return k->cancel_at && ++k->polls >= k->cancel_at;
 }
 
-TEST(generate_on_the_model) {
-    if (access(MODEL, R_OK)) SKIP("model %s absent", MODEL);
+/* The default model on a context of n_ctx positions (2 threads) with a greedy sampler, and a
+ * generation of n_predict tokens that ignores end-of-generation. */
+typedef struct greedy {
     nb_model *m;
-    CHECK(nb_model_load(MODEL, &m) == NB_OK, "load: %s", nb_last_error());
-    nb_ctx_params cp = nb_ctx_default_params();
-    cp.n_ctx = 64, cp.n_threads = 2;
     nb_ctx *c;
-    CHECK(nb_ctx_create(m, &cp, &c) == NB_OK, "ctx: %s", nb_last_error());
-    const nb_tokenizer *tok = nb_model_tokenizer(m);
-    int32_t ids[64];
-    size_t n;
-    CHECK(nb_tokenize(tok, "The robot picked up the brush and", 33, 1, 1, ids, 64, &n) == NB_OK, "tokenize");
-    nb_sampler_params sp = nb_sampler_default_params();
-    sp.temp = 0;
+    const nb_tokenizer *tok;
     nb_sampler *smp;
     nb_gen *g;
-    nb_gen_params gp = nb_gen_default_params();
-    gp.n_predict = 16, gp.ignore_eos = 1;
-    CHECK(nb_sampler_create(&sp, nb_model_get_info(m)->n_vocab, &smp) == NB_OK && nb_gen_create(tok, smp, &gp, &g) == NB_OK,
+    nb_sampler_params sp;
+    nb_gen_params gp;
+} greedy;
+
+static void greedy_open(greedy *o, int n_ctx, int n_predict) {
+    *o = (greedy){.sp = nb_sampler_default_params(), .gp = nb_gen_default_params()};
+    CHECK(nb_model_load(MODEL, &o->m) == NB_OK, "load: %s", nb_last_error());
+    nb_ctx_params cp = nb_ctx_default_params();
+    cp.n_ctx = n_ctx, cp.n_threads = 2;
+    CHECK(nb_ctx_create(o->m, &cp, &o->c) == NB_OK, "ctx: %s", nb_last_error());
+    o->tok = nb_model_tokenizer(o->m);
+    o->sp.temp = 0;
+    o->gp.n_predict = n_predict, o->gp.ignore_eos = 1;
+    CHECK(nb_sampler_create(&o->sp, nb_model_get_info(o->m)->n_vocab, &o->smp) == NB_OK &&
+              nb_gen_create(o->tok, o->smp, &o->gp, &o->g) == NB_OK,
           "gen: %s", nb_last_error());
+}
+
+static void greedy_close(greedy *o) {
+    nb_gen_free(o->g);
+    nb_sampler_free(o->smp);
+    nb_ctx_free(o->c);
+    nb_model_free(o->m);
+}
+
+TEST(generate_on_the_model) {
+    if (access(MODEL, R_OK)) SKIP("model %s absent", MODEL);
+    greedy o;
+    greedy_open(&o, 64, 16);
+    int32_t ids[64];
+    size_t n;
+    CHECK(nb_tokenize(o.tok, "The robot picked up the brush and", 33, 1, 1, ids, 64, &n) == NB_OK, "tokenize");
     sink all = {0};
     nb_gen_io io = {on_text, cancelled, &all};
-    CHECK(nb_generate(c, g, ids, n, &io) == NB_OK, "generate: %s", nb_last_error());
-    const nb_gen_stats *st = nb_gen_get_stats(g);
-    CHECK(nb_gen_stopped(g) == NB_STOP_LENGTH && st->n_gen == 16 && st->n_prompt == (int64_t)n && st->t_first > 0 &&
-              st->t_gen > 0 && nb_ctx_pos(c) == (int)n + 16, "16 tokens: stop %d, %lld, pos %d", nb_gen_stopped(g),
-          (long long)st->n_gen, nb_ctx_pos(c));
+    CHECK(nb_generate(o.c, o.g, ids, n, &io) == NB_OK, "generate: %s", nb_last_error());
+    const nb_gen_stats *st = nb_gen_get_stats(o.g);
+    CHECK(nb_gen_stopped(o.g) == NB_STOP_LENGTH && st->n_gen == 16 && st->n_prompt == (int64_t)n && st->t_first > 0 &&
+              st->t_gen > 0 && nb_ctx_pos(o.c) == (int)n + 16, "16 tokens: stop %d, %lld, pos %d", nb_gen_stopped(o.g),
+          (long long)st->n_gen, nb_ctx_pos(o.c));
     size_t len;
-    const char *reply = nb_gen_reply(g, &len);
+    const char *reply = nb_gen_reply(o.g, &len);
     CHECK(len == all.n && !memcmp(reply, all.text, len) && len > 16, "the reply is what was released: %s", all.text);
     printf("greedy: %s\n", all.text);
     /* a stop string across tokens from the middle of that text: the same text up to it */
@@ -552,46 +573,103 @@ TEST(generate_on_the_model) {
     stop[6] = '\0';
     const char *const stops[] = {stop};
     nb_gen *g2;
-    gp.stop = stops, gp.n_stop = 1;
-    nb_sampler_free(smp);
-    CHECK(nb_sampler_create(&sp, nb_model_get_info(m)->n_vocab, &smp) == NB_OK && nb_gen_create(tok, smp, &gp, &g2) == NB_OK,
+    o.gp.stop = stops, o.gp.n_stop = 1;
+    nb_sampler_free(o.smp);
+    CHECK(nb_sampler_create(&o.sp, nb_model_get_info(o.m)->n_vocab, &o.smp) == NB_OK &&
+              nb_gen_create(o.tok, o.smp, &o.gp, &g2) == NB_OK,
           "gen 2");
-    nb_ctx_reset(c);
+    nb_ctx_reset(o.c);
     sink cut = {0};
     io.user = &cut;
-    CHECK(nb_generate(c, g2, ids, n, &io) == NB_OK, "generate 2: %s", nb_last_error());
+    CHECK(nb_generate(o.c, g2, ids, n, &io) == NB_OK, "generate 2: %s", nb_last_error());
     const size_t first = (size_t)(strstr(all.text, stop) - all.text);
     CHECK(nb_gen_stopped(g2) == NB_STOP_STRING && cut.n == first && !memcmp(cut.text, all.text, first),
           "stop '%s': got '%s'", stop, cut.text);
     /* the callback stops it after 3 pieces of text, every token fed */
-    nb_ctx_reset(c);
+    nb_ctx_reset(o.c);
     sink three = {.stop_after = 3};
     io.user = &three;
-    gp.n_stop = 0;
+    o.gp.n_stop = 0;
     nb_gen_free(g2);
-    CHECK(nb_gen_create(tok, smp, &gp, &g2) == NB_OK, "gen 3");
-    CHECK(nb_generate(c, g2, ids, n, &io) == NB_OK && nb_gen_stopped(g2) == NB_STOP_CANCEL &&
-              nb_gen_get_stats(g2)->n_gen >= 3 && nb_ctx_pos(c) == (int)n + (int)nb_gen_get_stats(g2)->n_gen,
-          "on_text stop: %d, %lld tokens, pos %d", nb_gen_stopped(g2), (long long)nb_gen_get_stats(g2)->n_gen, nb_ctx_pos(c));
+    CHECK(nb_gen_create(o.tok, o.smp, &o.gp, &g2) == NB_OK, "gen 3");
+    CHECK(nb_generate(o.c, g2, ids, n, &io) == NB_OK && nb_gen_stopped(g2) == NB_STOP_CANCEL &&
+              nb_gen_get_stats(g2)->n_gen >= 3 && nb_ctx_pos(o.c) == (int)n + (int)nb_gen_get_stats(g2)->n_gen,
+          "on_text stop: %d, %lld tokens, pos %d", nb_gen_stopped(g2), (long long)nb_gen_get_stats(g2)->n_gen,
+          nb_ctx_pos(o.c));
     /* the cancel flag before the first token: nothing sampled */
-    nb_ctx_reset(c);
+    nb_ctx_reset(o.c);
     sink none = {.cancel_at = 1};
     io.user = &none;
-    CHECK(nb_generate(c, g2, ids, n, &io) == NB_OK && nb_gen_stopped(g2) == NB_STOP_CANCEL && none.n == 0 &&
-              nb_ctx_pos(c) == (int)n, "cancelled at once: %d, pos %d", nb_gen_stopped(g2), nb_ctx_pos(c));
+    CHECK(nb_generate(o.c, g2, ids, n, &io) == NB_OK && nb_gen_stopped(g2) == NB_STOP_CANCEL && none.n == 0 &&
+              nb_ctx_pos(o.c) == (int)n, "cancelled at once: %d, pos %d", nb_gen_stopped(g2), nb_ctx_pos(o.c));
     /* a full context */
-    nb_ctx_reset(c);
-    gp.n_predict = -1;
+    nb_ctx_reset(o.c);
+    o.gp.n_predict = -1;
     nb_gen_free(g2);
-    CHECK(nb_gen_create(tok, smp, &gp, &g2) == NB_OK, "gen 4");
-    CHECK(nb_generate(c, g2, ids, n, NULL) == NB_OK && nb_gen_stopped(g2) == NB_STOP_CONTEXT && nb_ctx_pos(c) == 64,
-          "full: %d, pos %d", nb_gen_stopped(g2), nb_ctx_pos(c));
-    CHECK(nb_generate(c, g2, ids, 0, NULL) == NB_ERR_INVALID_ARG, "no prompt");
+    CHECK(nb_gen_create(o.tok, o.smp, &o.gp, &g2) == NB_OK, "gen 4");
+    CHECK(nb_generate(o.c, g2, ids, n, NULL) == NB_OK && nb_gen_stopped(g2) == NB_STOP_CONTEXT && nb_ctx_pos(o.c) == 64,
+          "full: %d, pos %d", nb_gen_stopped(g2), nb_ctx_pos(o.c));
+    CHECK(nb_generate(o.c, g2, ids, 0, NULL) == NB_ERR_INVALID_ARG, "no prompt");
     nb_gen_free(g2);
-    nb_gen_free(g);
-    nb_sampler_free(smp);
-    nb_ctx_free(c);
-    nb_model_free(m);
+    greedy_close(&o);
+}
+
+/* ids_eq: the n ids are those of text tokenized (special tokens parsed, BOS when bos). */
+static int ids_eq(const nb_tokenizer *tok, const int32_t *ids, size_t n, const char *text, int bos) {
+    int32_t want[512];
+    size_t nw;
+    return nb_tokenize(tok, text, strlen(text), bos, 1, want, 512, &nw) == NB_OK && nw == n &&
+           !memcmp(ids, want, n * sizeof *ids);
+}
+
+/* A conversation on the model: the first message renders whole (BOS, the system text), a later
+ * one only what follows the reply the context holds; a message too long for the context changes
+ * nothing; a full context is rebuilt from the newest turns. */
+TEST(conversation_on_the_model) {
+    if (access(MODEL, R_OK)) SKIP("model %s absent", MODEL);
+    greedy o;
+    greedy_open(&o, 96, 12);
+    int tmpl;
+    CHECK(nb_gguf_chat_template(nb_model_gguf(o.m), &tmpl) == NB_OK && !strcmp(nb_chat_template_name(tmpl), "gemma"),
+          "the file's template");
+    nb_conv *cv;
+    CHECK(nb_conv_create(o.tok, tmpl, "Be brief.", &cv) == NB_OK, "conv: %s", nb_last_error());
+    const int32_t *ids;
+    size_t n, len;
+    int dropped;
+    CHECK(nb_conv_prompt(cv, o.c, "Hi", 12, &ids, &n, &dropped) == NB_OK && dropped == 0 &&
+              ids_eq(o.tok, ids, n, "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n", 1),
+          "turn 1: %s", nb_last_error());
+    CHECK(nb_generate(o.c, o.g, ids, n, NULL) == NB_OK, "generate: %s", nb_last_error());
+    const char *reply = nb_gen_reply(o.g, &len);
+    CHECK(nb_conv_add_reply(cv, reply, len) == NB_OK && nb_conv_add_reply(cv, reply, len) == NB_ERR_INVALID_ARG,
+          "one reply per message");
+    const int pos = nb_ctx_pos(o.c);
+    char big[2048] = "";
+    for (int i = 0; i < 100; i++) strcat(big, "robot ");
+    CHECK(nb_conv_prompt(cv, o.c, big, 12, &ids, &n, &dropped) == NB_ERR_RANGE && strstr(nb_last_error(), "holds 84") &&
+              nb_conv_turns(cv) == 1 && nb_ctx_pos(o.c) == pos,
+          "too long: %s; %d turns, position %d", nb_last_error(), nb_conv_turns(cv), nb_ctx_pos(o.c));
+    CHECK(nb_conv_prompt(cv, o.c, "And now?", 12, &ids, &n, &dropped) == NB_OK && dropped == 0 &&
+              ids_eq(o.tok, ids, n, "<end_of_turn>\n<start_of_turn>user\nAnd now?<end_of_turn>\n<start_of_turn>model\n",
+                     0),
+          "turn 2 follows the reply: %s", nb_last_error());
+    /* turns until the context must be rebuilt: then BOS, the system text, the newest turns */
+    for (int t = 0; t < 8 && !dropped; t++) {
+        CHECK(nb_generate(o.c, o.g, ids, n, NULL) == NB_OK, "generate: %s", nb_last_error());
+        reply = nb_gen_reply(o.g, &len);
+        CHECK(nb_conv_add_reply(cv, reply, len) == NB_OK, "reply");
+        CHECK(nb_conv_prompt(cv, o.c, "Tell me more about robots.", 12, &ids, &n, &dropped) == NB_OK, "turn: %s",
+              nb_last_error());
+    }
+    CHECK(dropped > 0 && nb_ctx_pos(o.c) == 0 && ids[0] == nb_tokenizer_bos(o.tok) && (int)n + 12 <= 96 &&
+              nb_conv_turns(cv) >= 1,
+          "rebuilt: %d dropped, position %d, %zu ids, %d turns", dropped, nb_ctx_pos(o.c), n, nb_conv_turns(cv));
+    CHECK(nb_conv_prompt(cv, o.c, "x", 96, &ids, &n, &dropped) == NB_ERR_INVALID_ARG, "reserve the whole context");
+    nb_conv *none = cv;
+    CHECK(nb_conv_create(o.tok, -1, NULL, &none) == NB_ERR_INVALID_ARG && !none, "template -1");
+    nb_conv_free(cv);
+    greedy_close(&o);
 }
 
 int main(void) {
@@ -606,5 +684,6 @@ int main(void) {
     RUN(n_predict_and_ignore_eos);
     RUN(bad_parameters);
     RUN(generate_on_the_model);
+    RUN(conversation_on_the_model);
     return test_summary();
 }
