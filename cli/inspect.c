@@ -47,20 +47,6 @@ typedef struct summary {
     size_t kv_bytes, ctx_bytes;
 } summary;
 
-/* Any unsigned or non-negative integer value of "<arch>.<suffix>", whatever width the file chose. */
-static int get_arch_uint(const summary *s, const char *suffix, uint64_t *out) {
-    nb_gguf_value v;
-    if (nb_gguf_kv_value(s->g, nb_gguf_find_arch_key(s->g, suffix, NULL, 0), &v)) return 0;
-    switch (v.type) {
-    case NB_GGUF_U8: case NB_GGUF_U16: case NB_GGUF_U32: case NB_GGUF_U64: *out = v.v.u; return 1;
-    case NB_GGUF_I8: case NB_GGUF_I16: case NB_GGUF_I32: case NB_GGUF_I64:
-        if (v.v.i < 0) return 0;
-        *out = (uint64_t)v.v.i;
-        return 1;
-    default: return 0;
-    }
-}
-
 static void summarize(summary *s, const nb_gguf *g, const char *path, int64_t n_ctx) {
     memset(s, 0, sizeof *s);
     s->g = g;
@@ -111,6 +97,7 @@ static void print_read(const nb_model_info *in) {
     printf("runs:         yes, as %s: %d layers, width %d, FFN %d, %d heads (%d KV) of %d, vocabulary %d\n",
            arg_safe(0, in->arch), in->n_layer, in->n_embd, in->n_ff, in->n_head, in->n_head_kv, in->head_dim,
            in->n_vocab);
+    printf("              context %d tokens (trained)\n", in->n_ctx_train);
     printf("              RoPE on %d dimensions, base %g", in->n_rot, in->rope_base);
     if (in->n_sliding) printf(" (local layers %g)", in->rope_base_local);
     printf(", scaling %s", in->rope_scaling);
@@ -145,8 +132,6 @@ static void print_human(const summary *s, int tensors) {
         print_value(stdout, &v);
         printf("\n");
     }
-    uint64_t ctx = 0;
-    if (get_arch_uint(s, "context_length", &ctx)) printf("context:      %llu tokens (trained)\n", (unsigned long long)ctx);
     printf("vocabulary:   %llu token%s, tokenizer %s\n", (unsigned long long)s->vocab, nb_plural((long long)s->vocab),
            *s->tokenizer ? arg_safe(0, s->tokenizer) : "?");
     if (s->model) print_read(nb_model_get_info(s->model));
