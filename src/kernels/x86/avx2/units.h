@@ -5,8 +5,8 @@
  *
  * Every type is read as 32-element units (a block; NVFP4: half a block) decoded in registers to
  * 32 bytes plus scales. vpmaddubsw multiplies unsigned by signed bytes, then vpmaddwd with ones
- * yields lane k = elements 4k..4k+3 exactly, as the lane contract in kernels.h requires (MXFP4
- * then folds two rows into one register, fp4_fold2, on the way to its one lane, fp4.h; NVFP4
+ * yields lane k = elements 4k..4k+3 exactly, as the lane contract in kernels.h requires (MXFP4's
+ * tiles decode two rows into one register, mx_codes2, on the way to its one lane, fp4.h; NVFP4
  * keeps the lanes in its nibbles' order, nv_lane_sum). Q8_0's codes take the
  * sign trick, |w| unsigned times a*sign(w) (|w| <= 128 and |a| <= 127 keep the int16 pair sums
  * below 32767; tile_s). The other types are decoded to unsigned codes c = w + c0 (Q4_0's nibble,
@@ -127,14 +127,20 @@ enum { q4_0_unit_bytes = 18, q5_0_unit_bytes = 22, q8_0_unit_bytes = 34, mxfp4_u
 #define RMAX 4
 #define TMAX 3
 
-/* MXFP4 folds two rows into one register: x's 8 group sums and z's become [x's 4 lanes | z's 4
- * lanes] (lane k: groups k and k+4), the layout of fp4.h's reduction. The fold is done on
- * vpmaddubsw's int16 pair sums of the unsigned codes: c <= 28 and |a| <= 127 keep two pair sums
- * within 14224. */
-static inline __m256i fp4_fold2(__m256i xc, __m256i zc, __m256i aq) {
-    const __m256i px = _mm256_maddubs_epi16(xc, aq), pz = _mm256_maddubs_epi16(zc, aq);
-    const __m256i f = _mm256_add_epi16(_mm256_permute2x128_si256(px, pz, 0x20), _mm256_permute2x128_si256(px, pz, 0x31));
-    return _mm256_madd_epi16(f, _mm256_set1_epi16(1));
+/* The unsigned codes (e2m1_table) of MXFP4 unit u of rows x and z in two registers, one row per
+ * 128-bit half: lo = [x's low nibbles | z's] (elements 0..15), hi = their high nibbles (elements
+ * 16..31). Against activations [a0..a15 | a0..a15] and [a16..a31 | a16..a31], vpmaddubsw of each
+ * added (c <= 28 and |a| <= 127 keep two pair sums within 14224) and vpmaddwd with ones give
+ * [x's 4 lanes | z's 4 lanes], lane k the groups k and k+4 (elements 4k..4k+3 and 16+4k..19+4k):
+ * the layout of fp4.h's reduction, with one shift for both rows' high nibbles and no shuffle
+ * across halves. */
+static inline void mx_codes2(const uint8_t *x, const uint8_t *z, int64_t u, __m256i *lo, __m256i *hi) {
+    const nb_block_mxfp4 *bx = (const nb_block_mxfp4 *)x + u, *bz = (const nb_block_mxfp4 *)z + u;
+    const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)bx->qs)),
+                                              _mm_loadu_si128((const __m128i *)bz->qs), 1);
+    const __m256i m = _mm256_set1_epi8(15), t = e2m1_table();
+    *lo = _mm256_shuffle_epi8(t, _mm256_and_si256(b, m));
+    *hi = _mm256_shuffle_epi8(t, _mm256_and_si256(_mm256_srli_epi16(b, 4), m));
 }
 
 /* Scale of row r (a constant after inlining) in every lane: v holds the rows' scales in both
@@ -213,23 +219,23 @@ static inline __attribute__((always_inline)) void tile_s(dec_fn dec, int ub, int
 }
 
 /* The tile of MXFP4 against NB_ACT_Q8_0X_MX activations (the corrections of groups k and k+4
- * summed in nc[k]): two rows per register (fp4_fold2), nc >> 3 = -16 * (sum of the lane's 8
+ * summed in nc[k]): two rows per register (mx_codes2), nc >> 3 = -16 * (sum of the lane's 8
  * activations) taken out of each lane exactly, then fp4.h's one lane per row and token, token
  * pairs in one accumulator each. */
-static inline __attribute__((always_inline)) void tile_mx(dec_fn dec, int ub, int R, int T, int64_t nu, const uint8_t *w,
-                                                          size_t ws, size_t rs, const uint8_t *a, size_t as, float *y,
-                                                          size_t ldy) {
+static inline __attribute__((always_inline)) void tile_mx(int ub, int R, int T, int64_t nu, const uint8_t *w, size_t ws,
+                                                          size_t rs, const uint8_t *a, size_t as, float *y, size_t ldy) {
     const int S = (R + 1) / 2, P = (T + 1) / 2; /* row pairs, token pairs */
     __m256 acc[(TMAX + 1) / 2];
     #pragma GCC unroll 8
     for (int p = 0; p < P; p++) acc[p] = _mm256_setzero_ps();
     for (int64_t u = 0; u < nu; u++) {
-        __m256i aq[TMAX], nv[TMAX];
+        __m256i alo[TMAX], ahi[TMAX], nv[TMAX];
         __m256 ad[TMAX];
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
-            aq[t] = _mm256_loadu_si256((const __m256i *)ab->qs);
+            alo[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->qs));
+            ahi[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
             nv[t] = _mm256_srai_epi32(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->nc)), 3);
             ad[t] = _mm256_set1_ps(ab->d);
         }
@@ -241,11 +247,16 @@ static inline __attribute__((always_inline)) void tile_mx(dec_fn dec, int ub, in
         __m256 s[2];
         #pragma GCC unroll 8
         for (int j = 0; j < S; j++) {
-            const unit x = dec(w + (size_t)(2 * j) * rs * ws, u);
-            const unit z = dec(w + (size_t)(2 * j + 1 < R ? 2 * j + 1 : 2 * j) * rs * ws, u);
-            s[j] = _mm256_permute2f128_ps(x.s, z.s, 0x20);
+            const uint8_t *x = w + (size_t)(2 * j) * rs * ws, *z = w + (size_t)(2 * j + 1 < R ? 2 * j + 1 : 2 * j) * rs * ws;
+            __m256i lo, hi;
+            mx_codes2(x, z, u, &lo, &hi);
+            s[j] = _mm256_setr_m128(_mm_set1_ps(nb_e8m0_half_table[((const nb_block_mxfp4 *)x + u)->e]),
+                                    _mm_set1_ps(nb_e8m0_half_table[((const nb_block_mxfp4 *)z + u)->e]));
             #pragma GCC unroll 8
-            for (int t = 0; t < T; t++) m[t][j] = _mm256_add_epi32(fp4_fold2(x.q, z.q, aq[t]), nv[t]);
+            for (int t = 0; t < T; t++) {
+                const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo[t]), _mm256_maddubs_epi16(hi, ahi[t]));
+                m[t][j] = _mm256_add_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)), nv[t]);
+            }
         }
         const int j1 = S - 1; /* one row pair stands in for the second */
         #pragma GCC unroll 8
@@ -562,7 +573,7 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
 #define TILE_MX(ty, R, T)                                                                                \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
                                        size_t as, float *y, size_t ldy) {                                 \
-        tile_mx(dec_##ty, ty##_unit_bytes, R, T, nu, w, ws, rs, a, as, y, ldy);                           \
+        tile_mx(ty##_unit_bytes, R, T, nu, w, ws, rs, a, as, y, ldy);                                     \
     }
 #define TILE_NV(ty, R, T)                                                                                \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
