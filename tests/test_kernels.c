@@ -104,14 +104,16 @@ static void all_shapes_isa(nb_isa isa) {
      * (37 = 4 x 9 + 1 also leaves a remainder row) */
     /* 7 and 9 tokens: the Q4_K batch order on 4 or 8 tokens and the ordinary one on the rest, the
      * Q6_K batch order from 8 */
-    static const int64_t rows[] = {1, 5, 13, 37}, toks[] = {1, 2, 7, 9};
+    /* 2, 3 and 7 rows: the tiles of 2 and 3 rows (a row pair with an odd row in the FP4 tiles) */
+    static const int64_t rows[] = {1, 2, 3, 5, 7, 13, 37}, toks[] = {1, 2, 7, 9};
+    const int n_rows = (int)(sizeof rows / sizeof rows[0]);
     for (int ti = 0; ti < ntypes; ti++) {
         int64_t n_in[3];
         shapes(types[ti], n_in);
         for (int si = 0; si < 3; si++)
-            for (int ri = 0; ri < 4; ri++) {
+            for (int ri = 0; ri < n_rows; ri++) {
                 problem p;
-                int64_t nt = ri == 3 ? 1 : toks[(si + ri) % 4];
+                int64_t nt = ri == n_rows - 1 ? 1 : toks[(si + ri) % 4];
                 CHECK(make(&p, types[ti], rows[ri], n_in[si], nt), "setup %s", nb_type_name(types[ti]));
                 compare_isa(isa, &p, NB_ROUTE_QUANT);
                 compare_isa(isa, &p, NB_ROUTE_F32);

@@ -6,8 +6,8 @@
  * Every type is read as 32-element units (a block; NVFP4: half a block) decoded in registers to
  * 32 bytes plus scales. vpmaddubsw multiplies unsigned by signed bytes, then vpmaddwd with ones
  * yields lane k = elements 4k..4k+3 exactly, as the lane contract in kernels.h requires (MXFP4's
- * tiles decode two rows into one register, mx_codes2, on the way to its one lane, fp4.h; NVFP4
- * keeps the lanes in its nibbles' order, nv_lane_sum). Q8_0's codes take the
+ * and NVFP4's tiles decode two rows into one register, fp4_codes2, MXFP4's on the way to its one
+ * lane, fp4.h; NVFP4 keeps the lanes in its nibbles' order, nv_lane_sum). Q8_0's codes take the
  * sign trick, |w| unsigned times a*sign(w) (|w| <= 128 and |a| <= 127 keep the int16 pair sums
  * below 32767; tile_s). The other types are decoded to unsigned codes c = w + c0 (Q4_0's nibble,
  * Q5_0's five bits, E2M1 through a table) that vpmaddubsw takes as they are, and the offset
@@ -110,12 +110,18 @@ static inline unit dec_mxfp4(const uint8_t *row, int64_t u) {
  * nibbles its elements 0..7, high nibbles 8..15. The nibble split gives elements 0-7,16-23 then
  * 8-15,24-31 of the unit, the order of NB_ACT_Q8_0X_NV's codes: the lanes hold groups
  * 0,1,4,5,2,3,6,7, so the scales are s0, s0, s1, s1 in both halves. */
-static inline unit dec_nvfp4(const uint8_t *row, int64_t u) {
+static inline const uint8_t *nv_unit(const uint8_t *row, int64_t u, __m128 *s) { /* its bytes; *s: s0, s0, s1, s1 */
     const nb_block_nvfp4 *b = (const nb_block_nvfp4 *)row + u / 2;
-    int h = (int)(u & 1);
+    const int h = (int)(u & 1);
     const float s0 = nb_ue4m3_half_table[b->d[2 * h]], s1 = nb_ue4m3_half_table[b->d[2 * h + 1]];
-    const __m128 s = _mm_setr_ps(s0, s0, s1, s1);
-    return (unit){_mm256_shuffle_epi8(e2m1_table(), nibbles(b->qs + 16 * h)), _mm256_set_m128(s, s)};
+    *s = _mm_setr_ps(s0, s0, s1, s1);
+    return b->qs + 16 * h;
+}
+
+static inline unit dec_nvfp4(const uint8_t *row, int64_t u) {
+    __m128 s;
+    const uint8_t *q = nv_unit(row, u, &s);
+    return (unit){_mm256_shuffle_epi8(e2m1_table(), nibbles(q)), _mm256_set_m128(s, s)};
 }
 
 typedef unit (*dec_fn)(const uint8_t *row, int64_t u);
@@ -127,21 +133,24 @@ enum { q4_0_unit_bytes = 18, q5_0_unit_bytes = 22, q8_0_unit_bytes = 34, mxfp4_u
 #define RMAX 4
 #define TMAX 3
 
-/* The unsigned codes (e2m1_table) of MXFP4 unit u of rows x and z in two registers, one row per
- * 128-bit half: lo = [x's low nibbles | z's] (elements 0..15), hi = their high nibbles (elements
- * 16..31). Against activations [a0..a15 | a0..a15] and [a16..a31 | a16..a31], vpmaddubsw of each
- * added (c <= 28 and |a| <= 127 keep two pair sums within 14224) and vpmaddwd with ones give
- * [x's 4 lanes | z's 4 lanes], lane k the groups k and k+4 (elements 4k..4k+3 and 16+4k..19+4k):
- * the layout of fp4.h's reduction, with one shift for both rows' high nibbles and no shuffle
- * across halves. */
-static inline void mx_codes2(const uint8_t *x, const uint8_t *z, int64_t u, __m256i *lo, __m256i *hi) {
-    const nb_block_mxfp4 *bx = (const nb_block_mxfp4 *)x + u, *bz = (const nb_block_mxfp4 *)z + u;
-    const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)bx->qs)),
-                                              _mm_loadu_si128((const __m128i *)bz->qs), 1);
+/* The unsigned codes (e2m1_table) of the 16 FP4 bytes at x and at z (a unit of two rows) in two
+ * registers, one row per 128-bit half: lo = [x's low nibbles | z's], hi = their high nibbles:
+ * one load and insert and one shift for both rows, no shuffle across halves. vpmaddubsw takes
+ * each against the activations of those elements in both halves (c <= 28 and |a| <= 127 keep a
+ * pair sum within 7112, two added within 14224). MXFP4: lo holds elements 0..15, hi 16..31, so
+ * lo and hi products added and vpmaddwd with ones give [x's 4 lanes | z's 4 lanes], lane k the
+ * groups k and k+4: the layout of fp4.h's reduction. NVFP4: lo holds the groups 0,1,4,5 of the
+ * nibbles' order, hi the groups 2,3,6,7 (tile_nv). */
+static inline void fp4_codes2(const uint8_t *x, const uint8_t *z, __m256i *lo, __m256i *hi) {
+    const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)x)),
+                                              _mm_loadu_si128((const __m128i *)z), 1);
     const __m256i m = _mm256_set1_epi8(15), t = e2m1_table();
     *lo = _mm256_shuffle_epi8(t, _mm256_and_si256(b, m));
     *hi = _mm256_shuffle_epi8(t, _mm256_and_si256(_mm256_srli_epi16(b, 4), m));
 }
+
+/* 16 activation bytes at p in both 128-bit halves. */
+static inline __m256i bcast16(const void *p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p)); }
 
 /* Scale of row r (a constant after inlining) in every lane: v holds the rows' scales in both
  * 128-bit halves. */
@@ -219,7 +228,7 @@ static inline __attribute__((always_inline)) void tile_s(dec_fn dec, int ub, int
 }
 
 /* The tile of MXFP4 against NB_ACT_Q8_0X_MX activations (the corrections of groups k and k+4
- * summed in nc[k]): two rows per register (mx_codes2), nc >> 3 = -16 * (sum of the lane's 8
+ * summed in nc[k]): two rows per register (fp4_codes2), nc >> 3 = -16 * (sum of the lane's 8
  * activations) taken out of each lane exactly, then fp4.h's one lane per row and token, token
  * pairs in one accumulator each. */
 static inline __attribute__((always_inline)) void tile_mx(int ub, int R, int T, int64_t nu, const uint8_t *w, size_t ws,
@@ -234,8 +243,8 @@ static inline __attribute__((always_inline)) void tile_mx(int ub, int R, int T, 
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
-            alo[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->qs));
-            ahi[t] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(ab->qs + 16)));
+            alo[t] = bcast16(ab->qs);
+            ahi[t] = bcast16(ab->qs + 16);
             nv[t] = _mm256_srai_epi32(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->nc)), 3);
             ad[t] = _mm256_set1_ps(ab->d);
         }
@@ -247,11 +256,11 @@ static inline __attribute__((always_inline)) void tile_mx(int ub, int R, int T, 
         __m256 s[2];
         #pragma GCC unroll 8
         for (int j = 0; j < S; j++) {
-            const uint8_t *x = w + (size_t)(2 * j) * rs * ws, *z = w + (size_t)(2 * j + 1 < R ? 2 * j + 1 : 2 * j) * rs * ws;
+            const nb_block_mxfp4 *x = (const nb_block_mxfp4 *)(w + (size_t)(2 * j) * rs * ws) + u;
+            const nb_block_mxfp4 *z = (const nb_block_mxfp4 *)(w + (size_t)(2 * j + 1 < R ? 2 * j + 1 : 2 * j) * rs * ws) + u;
             __m256i lo, hi;
-            mx_codes2(x, z, u, &lo, &hi);
-            s[j] = _mm256_setr_m128(_mm_set1_ps(nb_e8m0_half_table[((const nb_block_mxfp4 *)x + u)->e]),
-                                    _mm_set1_ps(nb_e8m0_half_table[((const nb_block_mxfp4 *)z + u)->e]));
+            fp4_codes2(x->qs, z->qs, &lo, &hi);
+            s[j] = _mm256_setr_m128(_mm_set1_ps(nb_e8m0_half_table[x->e]), _mm_set1_ps(nb_e8m0_half_table[z->e]));
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
                 const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo[t]), _mm256_maddubs_epi16(hi, ahi[t]));
@@ -278,38 +287,56 @@ static inline float nv_lane_sum(__m256 v) {
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
 }
 
-/* The tile of NVFP4 against NB_ACT_Q8_0X_NV activations: tile_u's 8 lanes (c <= 28, nc >> 3 =
- * -16 * sum4(a)) in the nibbles' order, each row's two scales (dec_nvfp4) times the token's. */
-static inline __attribute__((always_inline)) void tile_nv(dec_fn dec, int ub, int R, int T, int64_t nu, const uint8_t *w,
-                                                          size_t ws, size_t rs, const uint8_t *a, size_t as, float *y,
-                                                          size_t ldy) {
-    __m256 acc[RMAX][TMAX];
-    acc_zero(acc, R, T);
+/* The tile of NVFP4 against NB_ACT_Q8_0X_NV activations: tile_u's 8 lanes per row and token (c <=
+ * 28, nc >> 3 = -16 * sum4(a)) in the nibbles' order, two rows per register pair (fp4_codes2): lo
+ * = [x's groups 0,1,4,5 | z's], hi = [x's groups 2,3,6,7 | z's], whose scales are s0, s0, s1, s1
+ * in every half, so one scale product per row pair and token serves both. A row's 8 chains are
+ * those of one register, [g0 g1 g4 g5 | g2 g3 g6 g7], gathered from lo and hi at the end. */
+static inline __attribute__((always_inline)) void tile_nv(int ub, int R, int T, int64_t nu, const uint8_t *w, size_t ws,
+                                                          size_t rs, const uint8_t *a, size_t as, float *y, size_t ldy) {
+    const int S = (R + 1) / 2; /* row pairs (an odd last row pairs with itself) */
+    __m256 lo_acc[RMAX / 2][TMAX], hi_acc[RMAX / 2][TMAX];
+    #pragma GCC unroll 8
+    for (int j = 0; j < S; j++)
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) lo_acc[j][t] = hi_acc[j][t] = _mm256_setzero_ps();
     for (int64_t u = 0; u < nu; u++) {
         if ((u & 1) == 0) /* two units (36 bytes) per prefetch of a row */
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++)
                 _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + nb_prefetch_bytes(ub), _MM_HINT_T0);
-        unit x[RMAX];
+        __m256i lo[RMAX / 2], hi[RMAX / 2];
+        __m256 sc[RMAX / 2];
         #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) x[r] = dec(w + (size_t)r * rs * ws, u);
+        for (int j = 0; j < S; j++) {
+            const uint8_t *x = w + (size_t)(2 * j) * rs * ws, *z = w + (size_t)(2 * j + 1 < R ? 2 * j + 1 : 2 * j) * rs * ws;
+            __m128 sx, sz;
+            const uint8_t *qx = nv_unit(x, u, &sx), *qz = nv_unit(z, u, &sz);
+            fp4_codes2(qx, qz, &lo[j], &hi[j]);
+            sc[j] = _mm256_setr_m128(sx, sz);
+        }
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
-            const __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);
-            const __m256i nv = _mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)ab->nc), 3);
+            const __m256i alo = bcast16(ab->qs), ahi = bcast16(ab->qs + 16);
+            const __m256i nlo = _mm256_srai_epi32(bcast16(ab->nc), 3), nhi = _mm256_srai_epi32(bcast16(ab->nc + 4), 3);
             const __m256 ad = _mm256_set1_ps(ab->d);
             #pragma GCC unroll 8
-            for (int r = 0; r < R; r++) {
-                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(x[r].q, av), _mm256_set1_epi16(1)), nv);
-                acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(x[r].s, ad), _mm256_cvtepi32_ps(p), acc[r][t]);
+            for (int j = 0; j < S; j++) {
+                const __m256 sd = _mm256_mul_ps(sc[j], ad);
+                const __m256i pl = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo[j], alo), _mm256_set1_epi16(1)), nlo);
+                const __m256i ph = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(hi[j], ahi), _mm256_set1_epi16(1)), nhi);
+                lo_acc[j][t] = _mm256_fmadd_ps(sd, _mm256_cvtepi32_ps(pl), lo_acc[j][t]);
+                hi_acc[j][t] = _mm256_fmadd_ps(sd, _mm256_cvtepi32_ps(ph), hi_acc[j][t]);
             }
         }
     }
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nv_lane_sum(acc[r][t]);
+        for (int t = 0; t < T; t++)
+            y[(size_t)t * ldy + (size_t)r * rs] =
+                nv_lane_sum(_mm256_permute2f128_ps(lo_acc[r / 2][t], hi_acc[r / 2][t], r & 1 ? 0x31 : 0x20));
 }
 
 /* The tile of Q4_0 and Q5_0 against NB_ACT_Q8_0X activations. vpmaddubsw takes the unsigned
@@ -578,7 +605,7 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
 #define TILE_NV(ty, R, T)                                                                                \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
                                        size_t as, float *y, size_t ldy) {                                 \
-        tile_nv(dec_##ty, ty##_unit_bytes, R, T, nu, w, ws, rs, a, as, y, ldy);                           \
+        tile_nv(ty##_unit_bytes, R, T, nu, w, ws, rs, a, as, y, ldy);                                     \
     }
 #define TILE_U(ty, R, T)                                                                                 \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
