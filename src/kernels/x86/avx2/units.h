@@ -334,9 +334,11 @@ static inline __attribute__((always_inline)) void tile_nv(int ub, int R, int T, 
     #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++)
+        for (int t = 0; t < T; t++) {
+            const __m256 l = lo_acc[r / 2][t], h = hi_acc[r / 2][t]; /* immediates even where r is not one (-O1) */
             y[(size_t)t * ldy + (size_t)r * rs] =
-                nv_lane_sum(_mm256_permute2f128_ps(lo_acc[r / 2][t], hi_acc[r / 2][t], r & 1 ? 0x31 : 0x20));
+                nv_lane_sum(r & 1 ? _mm256_permute2f128_ps(l, h, 0x31) : _mm256_permute2f128_ps(l, h, 0x20));
+        }
 }
 
 /* The tile of Q4_0 and Q5_0 against NB_ACT_Q8_0X activations. vpmaddubsw takes the unsigned
