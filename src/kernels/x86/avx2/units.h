@@ -32,9 +32,12 @@ typedef struct {
     __m256 s;  /* weight scale per lane */
 } unit;
 
+/* 16 bytes at p in both 128-bit halves. */
+static inline __m256i bcast16(const void *p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p)); }
+
 /* 16 packed bytes -> low nibbles (elements 0..15) then high nibbles (16..31). */
 static inline __m256i nibbles(const uint8_t *p) {
-    const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    const __m256i b = bcast16(p);
     return _mm256_and_si256(_mm256_srlv_epi32(b, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(15));
 }
 
@@ -149,9 +152,6 @@ static inline void fp4_codes2(const uint8_t *x, const uint8_t *z, __m256i *lo, _
     *hi = _mm256_shuffle_epi8(t, _mm256_and_si256(_mm256_srli_epi16(b, 4), m));
 }
 
-/* 16 activation bytes at p in both 128-bit halves. */
-static inline __m256i bcast16(const void *p) { return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p)); }
-
 /* Scale of row r (a constant after inlining) in every lane: v holds the rows' scales in both
  * 128-bit halves. */
 static inline __m256 row_scale(__m256 v, int r) {
@@ -245,7 +245,7 @@ static inline __attribute__((always_inline)) void tile_mx(int ub, int R, int T, 
             const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
             alo[t] = bcast16(ab->qs);
             ahi[t] = bcast16(ab->qs + 16);
-            nv[t] = _mm256_srai_epi32(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ab->nc)), 3);
+            nv[t] = _mm256_srai_epi32(bcast16(ab->nc), 3);
             ad[t] = _mm256_set1_ps(ab->d);
         }
         if ((u & 1) == 0) /* two units (34 bytes) per prefetch of a row */
