@@ -12,6 +12,8 @@
 #include "cli/commands.h"
 #include "nibble.h"
 
+static double spread(nb_bench_stat s) { return s.max - s.min; }
+
 static const char USAGE_KERNELS[] = "usage: nibble bench kernels [-o md|json] [-t 1,2] [-r REPS]\n"
                                     "  -o md|json   a Markdown table (default) or JSON\n"
                                     "  -t LIST      thread counts, comma-separated (default 1,2)\n"
@@ -45,7 +47,7 @@ static int bench_kernels(int argc, char **argv) {
         if (s) return arg_status(s);
         if (!json)
             printf("| stream read | %d | %.1f ± %.1f | 100 | | | | 1 GiB sum |\n", threads.v[ti], st.median,
-                   st.max - st.min);
+                   spread(st));
         const nb_type_info *t;
         for (int k = 0; (t = nb_type_at(k)); k++) {
             if (!t->weight_type) continue;
@@ -60,16 +62,16 @@ static int bench_kernels(int argc, char **argv) {
                        "\"gemv_gbs\": %.2f, \"gemv_spread\": %.2f, \"gemv_pct_stream\": %.1f, \"gemm_gflops\": %.1f, "
                        "\"gemm_spread\": %.1f, \"gemm_block_gflops\": %.1f, \"quant_ms\": %.3f}",
                        first ? "" : ",", t->name, threads.v[ti], r.kernel, st.median, r.gemv_gbs.median,
-                       r.gemv_gbs.max - r.gemv_gbs.min, gemv_pct, r.gemm_gflops.median,
-                       r.gemm_gflops.max - r.gemm_gflops.min, r.gemm_block_gflops.median, r.quant_ms.median);
+                       spread(r.gemv_gbs), gemv_pct, r.gemm_gflops.median,
+                       spread(r.gemm_gflops), r.gemm_block_gflops.median, r.quant_ms.median);
             else {
                 char blk[48] = "";
                 if (r.gemm_block_gflops.median > 0)
                     snprintf(blk, sizeof blk, "%.1f ± %.1f", r.gemm_block_gflops.median,
-                             r.gemm_block_gflops.max - r.gemm_block_gflops.min);
+                             spread(r.gemm_block_gflops));
                 printf("| %s | %d | %.1f ± %.1f | %.0f | %.1f ± %.1f | %s | %.2f | %s |\n", t->name, threads.v[ti],
-                       r.gemv_gbs.median, r.gemv_gbs.max - r.gemv_gbs.min, gemv_pct, r.gemm_gflops.median,
-                       r.gemm_gflops.max - r.gemm_gflops.min, blk, r.quant_ms.median, r.kernel);
+                       r.gemv_gbs.median, spread(r.gemv_gbs), gemv_pct, r.gemm_gflops.median,
+                       spread(r.gemm_gflops), blk, r.quant_ms.median, r.kernel);
             }
             fflush(stdout);
             first = 0;
@@ -108,9 +110,9 @@ static int bench_roofline(int argc, char **argv) {
         if ((s = nb_pool_create(threads.v[ti], &pool))) break;
         if (!(s = nb_bench_roofline(m, pool, n_gen, reps, &r)))
             printf("| %d | %.1f ± %.1f | %.1f ± %.1f | %.1f | %.1f ± %.1f | %.0f %% (%.0f..%.0f) |\n", threads.v[ti],
-                   r.stream_gbs.median, r.stream_gbs.max - r.stream_gbs.min, r.decode_ts.median,
-                   r.decode_ts.max - r.decode_ts.min, r.step_bytes / 1e6, r.ceiling_ts.median,
-                   r.ceiling_ts.max - r.ceiling_ts.min, r.share.median, r.share.min, r.share.max);
+                   r.stream_gbs.median, spread(r.stream_gbs), r.decode_ts.median,
+                   spread(r.decode_ts), r.step_bytes / 1e6, r.ceiling_ts.median,
+                   spread(r.ceiling_ts), r.share.median, r.share.min, r.share.max);
         fflush(stdout);
         nb_pool_destroy(pool);
     }
