@@ -175,8 +175,10 @@ nb_status nb_conv_prompt(nb_conv *cv, nb_ctx *c, const char *user, int reserve, 
                        nb_ctx_n_ctx(c));
     if (cv->n == cv->cap) {
         const int cap = cv->cap ? 2 * cv->cap : 16;
-        turn *grown = cap < NB_CHAT_MAX_MESSAGES / 2 ? realloc(cv->turns, sizeof *grown * (size_t)cap) : NULL;
-        if (!grown) return nb_fail(NB_ERR_NOMEM, "conversation: no room for turn %d", cv->n + 1);
+        if (cap > NB_CHAT_MAX_MESSAGES / 2)
+            return nb_fail(NB_ERR_RANGE, "conversation: more than %d turns", NB_CHAT_MAX_MESSAGES / 2);
+        turn *grown = realloc(cv->turns, sizeof *grown * (size_t)cap);
+        if (!grown) return nb_fail(NB_ERR_NOMEM, "conversation: out of memory for %d turns", cap);
         cv->turns = grown, cv->cap = cap;
     }
     if (!(cv->turns[cv->n].user = strdup(user))) return nb_fail(NB_ERR_NOMEM, "conversation: out of memory");
