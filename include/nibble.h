@@ -996,7 +996,7 @@ typedef struct nb_bench_stat {
 } nb_bench_stat;
 
 /* A benchmark's weight matrix: n_out rows of n_in elements of a type, one 64-row slab of seeded
- * pseudo-random values in [-1, 1) quantized by nb_quantize and repeated down the rows, in 2 MiB
+ * pseudo-random values in [-1, 1] quantized by nb_quantize and repeated down the rows, in 2 MiB
  * pages where the kernel allows (as nb_gguf_open maps a model's weights). *w (to free()) and its
  * *bytes, or the status of nb_row_bytes or nb_quantize for the type, NB_ERR_NOMEM. */
 NB_API nb_status nb_bench_matrix(int type, int64_t n_out, int64_t n_in, uint32_t seed, void **w, size_t *bytes);

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 
 #include "base/error.h"
+#include "base/rng.h"
 #include "base/threads.h"
 #include "kernels/api.h"
 
@@ -35,10 +36,7 @@ static void *big_alloc(size_t bytes) {
     return p;
 }
 
-static float uniform(uint32_t *s) { /* [-1, 1) */
-    *s = *s * 1664525u + 1013904223u;
-    return (float)((int32_t)*s >> 8) / (float)(1 << 23);
-}
+static float uniform(uint64_t *s) { return (float)(2 * nb_splitmix64_uniform(s) - 1); } /* [-1, 1] */
 
 nb_status nb_bench_matrix(int type, int64_t n_out, int64_t n_in, uint32_t seed, void **w, size_t *bytes) {
     size_t rb;
@@ -53,7 +51,8 @@ nb_status nb_bench_matrix(int type, int64_t n_out, int64_t n_in, uint32_t seed, 
     if (!x || !m) s = nb_fail(NB_ERR_NOMEM, "bench matrix: out of memory for %lld x %lld %s", (long long)n_out,
                               (long long)n_in, nb_type_name(type));
     else {
-        for (int64_t i = 0; i < slab * n_in; i++) x[i] = uniform(&seed);
+        uint64_t st = seed;
+        for (int64_t i = 0; i < slab * n_in; i++) x[i] = uniform(&st);
         s = nb_quantize(type, x, m, slab * n_in);
     }
     free(x);
@@ -185,8 +184,8 @@ nb_status nb_bench_kernel(nb_pool *pool, int type, int reps, nb_bench_kernel_res
     float *x = malloc(sizeof *x * (size_t)nx), *y = malloc(sizeof *y * (size_t)ny);
     if (!x || !y) s = nb_fail(NB_ERR_NOMEM, "bench kernel: out of memory for %lld activations", (long long)nx);
     else {
-        uint32_t seed = 777;
-        for (int64_t i = 0; i < nx; i++) x[i] = uniform(&seed);
+        uint64_t st = 777;
+        for (int64_t i = 0; i < nx; i++) x[i] = uniform(&st);
         s = kernel_figures(pool, type, reps, x, y, out);
     }
     free(x), free(y);
