@@ -9,6 +9,11 @@
 
 #include "kernels/kernels.h"
 
+/* Pins v in a register where it stands in a chain of integer adds: GCC reassociates such a
+ * chain into a tree whose partial sums, one per term, outnumber the 16 registers and go through
+ * the stack (the Q4_K panel's 8-term group sums did, for 4 tokens at once). */
+#define NB_CHAIN(v) __asm__("" : "+x"(v))
+
 /* The contract's fixed reduction (kernels.h nb_lane_sum) on a register. */
 static inline float nb_avx2_lane_sum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); /* s0..s3 */

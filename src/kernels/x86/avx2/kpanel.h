@@ -98,21 +98,19 @@ static inline __attribute__((always_inline)) void q6_tokens(int T, const void *p
             isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
         }
         #pragma GCC unroll 1
-        for (int j = 0; j < 16; j++) { /* the 16-element scale j: groups 4j..4j+3 of 4 elements */
-            const __m256i s = _mm256_load_si256(&p->s[i][j]);
-            #pragma GCC unroll 4
-            for (int k0 = 4 * (j & 1); k0 < 4 * (j & 1) + 4; k0 += KP_Q6_RUN) {
+        for (int g = 0; g < 8; g++) { /* 32 elements: groups 8g..8g+7 of 4, under scales 2g and 2g + 1 */
+            #pragma GCC unroll 8
+            for (int k0 = 0; k0 < 8; k0 += KP_Q6_RUN) {
                 __m256i run[NB_PANEL_G];
                 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) run[t] = _mm256_setzero_si256();
                 #pragma GCC unroll 4
                 for (int k = k0; k < k0 + KP_Q6_RUN; k++) {
-                    const __m256i q = _mm256_load_si256(&p->q[i][j / 2][k]);
+                    const __m256i q = _mm256_load_si256(&p->q[i][g][k]);
                     #pragma GCC unroll 8
-                    for (int t = 0; t < T; t++) {
-                        run[t] = kp_codes4(run[t], q, ab[t]->qs + 16 * j + 4 * (k & 3));
-                    }
+                    for (int t = 0; t < T; t++) run[t] = kp_codes4(run[t], q, ab[t]->qs + 32 * g + 4 * k);
                 }
+                const __m256i s = _mm256_load_si256(&p->s[i][2 * g + k0 / 4]);
                 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) isum[t] = kp_scaled(isum[t], run[t], s);
             }

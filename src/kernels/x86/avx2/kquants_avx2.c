@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "formats/blocks.h"
+#include "kernels/x86/avx2/avx2.h"
 
 #define KQ_TMAX 2
 #define KQ_ISA avx2
@@ -19,7 +20,9 @@ static inline __m256i kq_dot16(__m256i acc, __m256i pairs, __m256i scales) {
 static inline __m256i kp_codes4(__m256i acc, __m256i q, const int8_t *a4) {
     int32_t v;
     memcpy(&v, a4, 4);
-    return _mm256_add_epi16(acc, _mm256_maddubs_epi16(q, _mm256_set1_epi32(v)));
+    __m256i r = _mm256_add_epi16(acc, _mm256_maddubs_epi16(q, _mm256_set1_epi32(v)));
+    NB_CHAIN(r);
+    return r;
 }
 static inline __m256i kp_scaled(__m256i isum, __m256i acc, __m256i s) { return kq_dot16(isum, acc, s); }
 static inline __m256i kp_scale_word(__m256i s32) { return _mm256_blend_epi16(s32, _mm256_slli_epi32(s32, 16), 0xAA); }

@@ -536,7 +536,10 @@ static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int 
                 if (x) {
                     __m256i w = _mm256_maddubs_epi16(q[0], _mm256_set1_epi32(g4[0]));
                     #pragma GCC unroll 4
-                    for (int i = 1; i < 4; i++) w = _mm256_add_epi16(w, _mm256_maddubs_epi16(q[i], _mm256_set1_epi32(g4[i])));
+                    for (int i = 1; i < 4; i++) {
+                        w = _mm256_add_epi16(w, _mm256_maddubs_epi16(q[i], _mm256_set1_epi32(g4[i])));
+                        NB_CHAIN(w);
+                    }
                     hs = _mm256_madd_epi16(w, ones);
                 } else {
                     hs = _mm256_setzero_si256();
