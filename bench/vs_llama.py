@@ -9,14 +9,15 @@ carry the same Python + numpy overhead). Any GGUF both engines load will do: the
 model's BOS token and random ids of its own vocabulary (read once by llama.cpp's vocab-only load).
 Usage:
   build/venv/bin/python bench/vs_llama.py [-m MODEL] [-t 1,2] [-p 512] [-n 128] [-r 5] [-o md|json] [--flash-attn]
-      [--llama-bench PATH] [--fast-prefill]
+      [--llama-bench PATH [--llama-bench-args "ARGS"]] [--fast-prefill]
 Run it with and without --flash-attn: llama.cpp's best of the two is the figure to beat.
 --fast-prefill adds nibble with its block-summed prefill (nb_ctx_params.fast_prefill) as a third
 engine in the same alternation (its decode is the default's: one token takes llama.cpp's order).
 --llama-bench PATH measures the llama.cpp side with its own llama-bench instead (a native build:
 scripts/build-llama-tools.sh; llama-cpp-python's wheel is the portable AVX2 build the parity tests
 need): ppP on an empty context and tgG at depth P (-d P), as nibble's decode follows its prompt;
-its time to first token is then P / ppP, without the first sampled token.
+its time to first token is then P / ppP, without the first sampled token. --llama-bench-args adds
+llama-bench options to both of its runs (e.g. "--repack 0" where its AMX repacking crashes).
 The families' random-weight files (tests/parity/make_family_models.py --shape realistic --variants
 q4_k_m) are benchmarked the same way: -m build/families/qwen3-realistic-q4_k_m.gguf.
 """
@@ -84,7 +85,7 @@ def llama_bench(a, threads):
     """llama-bench's pp and tg (one repetition each) as a child's JSON row; runs in a child, so
     that its children's peak RSS is llama-bench's alone."""
     fa = "on" if a.flash_attn else "off"
-    base = [a.llama_bench, "-m", a.model, "-t", str(threads), "-fa", fa, "-r", "1", "-o", "json"]
+    base = [a.llama_bench, "-m", a.model, "-t", str(threads), "-fa", fa, "-r", "1", "-o", "json"] + a.llama_bench_args.split()
     rows = {}
     for test, args in (("pp", ["-p", str(a.prompt), "-n", "0"]), ("tg", ["-p", "0", "-n", str(a.gen), "-d", str(a.prompt)])):
         out = subprocess.run(base + args, capture_output=True, text=True)
@@ -98,7 +99,7 @@ def llama_bench(a, threads):
 def run_child(engine, a, threads):
     out = subprocess.run([sys.executable, __file__, "--child", engine, "-m", a.model, "-t", str(threads),
                           "-p", str(a.prompt), "-n", str(a.gen), "--vocab", f"{a.n_vocab},{a.bos}"] +
-                         (["--llama-bench", a.llama_bench] if a.llama_bench else []) +
+                         (["--llama-bench", a.llama_bench, "--llama-bench-args=" + a.llama_bench_args] if a.llama_bench else []) +
                          (["--flash-attn"] if a.flash_attn else []),
                          capture_output=True, text=True)
     if out.returncode != 0:  # e.g. an engine refusing the file: say why
@@ -121,6 +122,7 @@ def main():
     ap.add_argument("-o", "--output", default="md", choices=["md", "json"])
     ap.add_argument("--flash-attn", action="store_true", help="llama.cpp with flash attention (default off)")
     ap.add_argument("--llama-bench", help="the llama.cpp side by this llama-bench binary (a native build)")
+    ap.add_argument("--llama-bench-args", default="", help="more llama-bench options, one string")
     ap.add_argument("--fast-prefill", action="store_true",
                     help="also nibble with nb_ctx_params.fast_prefill (NB_ROUTE_BLOCK), in the same alternation")
     ap.add_argument("--vocab", help=argparse.SUPPRESS)  # n_vocab,bos: the parent tells its children
@@ -162,7 +164,8 @@ def main():
         return
     print(f"model {os.path.basename(a.model)}, {a.reps} alternating runs per engine, median (min..max); "
           f"llama.cpp flash attention {'on' if a.flash_attn else 'off'}"
-          f"{', llama.cpp by ' + a.llama_bench if a.llama_bench else ''}\n")
+          f"{', llama.cpp by ' + a.llama_bench if a.llama_bench else ''}"
+          f"{' ' + a.llama_bench_args if a.llama_bench and a.llama_bench_args else ''}\n")
     print("| threads | test | nibble tok/s | llama.cpp tok/s | ratio |")
     print("|---|---|---|---|---|")
     for r in rows:

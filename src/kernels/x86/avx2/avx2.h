@@ -6,6 +6,7 @@
 #define NB_KERNELS_AVX2_H
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels/kernels.h"
 
@@ -13,6 +14,17 @@
  * chain into a tree whose partial sums, one per term, outnumber the 16 registers and go through
  * the stack (the Q4_K panel's 8-term group sums did, for 4 tokens at once). */
 #define NB_CHAIN(v) __asm__("" : "+x"(v))
+
+/* acc + the pair sums of q's unsigned bytes times the 4 signed bytes at a4 repeated (vpmaddubsw),
+ * as words: the GEMM panels' group sum of 4 weights for 8 rows and a token. The caller bounds
+ * the word sums; the chain is pinned (NB_CHAIN). */
+static inline __m256i nb_avx2_codes4(__m256i acc, __m256i q, const int8_t *a4) {
+    int32_t v;
+    memcpy(&v, a4, 4);
+    __m256i r = _mm256_add_epi16(acc, _mm256_maddubs_epi16(q, _mm256_set1_epi32(v)));
+    NB_CHAIN(r);
+    return r;
+}
 
 /* The contract's fixed reduction (kernels.h nb_lane_sum) on a register. */
 static inline float nb_avx2_lane_sum(__m256 v) {
@@ -65,6 +77,13 @@ void nb_mm_q6_k_small_avx512(int64_t n, const void *w, size_t ws, const void *a,
 void nb_mm_q4_k_small_kt_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q4_k_batch_q8_k_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q6_k_batch_q8_k_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+/* Its one-lane panels (x86/avx512/panels_avx512.c, on units.h's): NB_ROUTE_BLOCK's kernels, and
+ * MXFP4's GEMM of many tokens. */
+void nb_mm_q4_0_block_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_q5_0_block_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_q8_0_block_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_nvfp4_block_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_mxfp4_panel_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_f32_f32_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_f16_f32_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_bf16_f32_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);

@@ -17,13 +17,7 @@ static inline __m256i kq_dot16(__m256i acc, __m256i pairs, __m256i scales) {
 /* The K-quant panels' group sums (kpanel.h): vpmaddubsw's pair sums added as words, then one
  * kq_dot16 against the scale in both words of each dword; words hold 8 Q4_K groups (8*2*15*127)
  * but only 2 of Q6_K's (2*2*63*127 < 2^15). */
-static inline __m256i kp_codes4(__m256i acc, __m256i q, const int8_t *a4) {
-    int32_t v;
-    memcpy(&v, a4, 4);
-    __m256i r = _mm256_add_epi16(acc, _mm256_maddubs_epi16(q, _mm256_set1_epi32(v)));
-    NB_CHAIN(r);
-    return r;
-}
+static inline __m256i kp_codes4(__m256i acc, __m256i q, const int8_t *a4) { return nb_avx2_codes4(acc, q, a4); }
 static inline __m256i kp_scaled(__m256i isum, __m256i acc, __m256i s) { return kq_dot16(isum, acc, s); }
 static inline __m256i kp_scale_word(__m256i s32) { return _mm256_blend_epi16(s32, _mm256_slli_epi32(s32, 16), 0xAA); }
 #define KP_Q6_RUN 2

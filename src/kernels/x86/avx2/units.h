@@ -102,6 +102,12 @@ static inline unit dec_q8_0(const uint8_t *row, int64_t u) {
     const nb_block_q8_0 *b = (const nb_block_q8_0 *)row + u;
     return (unit){_mm256_loadu_si256((const __m256i *)b->qs), fp16_bcast(b->d)};
 }
+/* Q8_0 as unsigned codes w + 128, for group sums in dwords (VNNI's panels; vpmaddubsw's word
+ * pair sums could overflow with them). */
+static inline unit dec_q8_0u(const uint8_t *row, int64_t u) {
+    const unit x = dec_q8_0(row, u);
+    return (unit){_mm256_xor_si256(x.q, _mm256_set1_epi8((char)0x80)), x.s};
+}
 
 /* The FP4 types' codes are unsigned (e2m1_table). */
 static inline unit dec_mxfp4(const uint8_t *row, int64_t u) {
@@ -424,7 +430,9 @@ static inline __attribute__((always_inline)) void tile_m(ucode_fn code, int ub, 
 }
 
 /* GEMM of the 8-lane types with many tokens (panel.h): a chunk of PU units of 8 rows. */
+#ifndef PU
 #define PU 32 /* 8 KiB of codes and 1 KiB of scales */
+#endif
 typedef struct {
     __m256i q[PU][8]; /* q[u][k] dword r: row r's weights 4k..4k+3 of unit u (in the unit register's order) */
     __m256 s[PU][2];  /* the 8 rows' scales of unit u's halves (NVFP4's sub-blocks; else one scale twice) */
@@ -505,14 +513,15 @@ static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, cons
  * form: the vpmaddubsw pair sums of a half's 4 groups added as words (c <= 31, |a| <= 127: 4 pair
  * sums <= 31496), one vpmaddwd, and ns >> nsh takes the offset out; per 4 weights, 8 rows and
  * token a broadcast, vpmaddubsw, a word add and a share of the rest, about 4 instructions against
- * the 8-lane panels' 6 (panel_tokens, whose fma chains also run per 4 weights). nsh 0: Q8_0's
- * signed codes against Q8_0 blocks by the sign trick, whose pair sums reach 32512, so each group
- * takes its own vpmaddwd. */
-static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int split, int T, const void *pv, int un,
-                                                                   const uint8_t *a, size_t as, __m256 acc[][8],
-                                                                   int first) {
+ * the 8-lane panels' 6 (panel_tokens, whose fma chains also run per 4 weights). The including
+ * file supplies the group sums: pu_codes4 adds a group's products for 8 rows (AVX2: vpmaddubsw
+ * pairs as words; VNNI: vpdpbusd into dwords, which takes Q8_0's codes + 128 as well, nsh 0) and
+ * pu_dwords widens a half's sums. x 0: Q8_0's signed codes against Q8_0 blocks by the sign trick,
+ * whose pair sums reach 32512, so each group takes its own vpmaddwd. */
+static inline __attribute__((always_inline)) void panel_tokens_one(int x, int nsh, int split, int T, const void *pv,
+                                                                   int un, const uint8_t *a, size_t as,
+                                                                   __m256 acc[][8], int first) {
     static const int group[2][2][4] = {{{0, 1, 2, 3}, {4, 5, 6, 7}}, {{0, 1, 4, 5}, {2, 3, 6, 7}}};
-    const int x = nsh > 0; /* NB_ACT_Q8_0X blocks, else Q8_0's */
     const panel *p = pv;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 c[NB_PANEL_G];
@@ -529,26 +538,19 @@ static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int 
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
                 const int8_t *g = act_codes(x, a + (size_t)t * as, u);
-                int32_t g4[4];
-                #pragma GCC unroll 4
-                for (int i = 0; i < 4; i++) memcpy(&g4[i], g + 4 * k[i], 4);
-                __m256i hs;
+                __m256i hs = _mm256_setzero_si256();
                 if (x) {
-                    __m256i w = _mm256_maddubs_epi16(q[0], _mm256_set1_epi32(g4[0]));
                     #pragma GCC unroll 4
-                    for (int i = 1; i < 4; i++) {
-                        w = _mm256_add_epi16(w, _mm256_maddubs_epi16(q[i], _mm256_set1_epi32(g4[i])));
-                        NB_CHAIN(w);
-                    }
-                    hs = _mm256_madd_epi16(w, ones);
-                } else {
-                    hs = _mm256_setzero_si256();
+                    for (int i = 0; i < 4; i++) hs = pu_codes4(hs, q[i], g + 4 * k[i]);
+                    hs = pu_dwords(hs);
+                } else
                     #pragma GCC unroll 4
                     for (int i = 0; i < 4; i++) {
-                        const __m256i pr = _mm256_maddubs_epi16(_mm256_abs_epi8(q[i]), _mm256_sign_epi8(_mm256_set1_epi32(g4[i]), q[i]));
+                        int32_t g4;
+                        memcpy(&g4, g + 4 * k[i], 4);
+                        const __m256i pr = _mm256_maddubs_epi16(_mm256_abs_epi8(q[i]), _mm256_sign_epi8(_mm256_set1_epi32(g4), q[i]));
                         hs = _mm256_add_epi32(hs, _mm256_madd_epi16(pr, ones));
                     }
-                }
                 if (split) {
                     const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
                     const __m256i isum = _mm256_add_epi32(hs, _mm256_set1_epi32(ab->ns[h] >> nsh));
@@ -574,18 +576,20 @@ static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int 
     for (int t = 0; t < T; t++) acc[t][0] = c[t];
 }
 
-/* The one-lane panels' token kernels by type (nsh: the codes' offset, 128 >> nsh; 0: Q8_0). */
-#define PANEL_TOKENS_ONE(name, nsh, split)                                                                    \
+/* The one-lane panels' token kernels by type (x: unsigned codes c = w + (128 >> nsh) against
+ * NB_ACT_Q8_0X; else Q8_0's sign trick). q8_0ub: Q8_0's codes + 128 (dec_q8_0u), VNNI only. */
+#define PANEL_TOKENS_ONE(name, x, nsh, split)                                                                 \
     static inline __attribute__((always_inline)) void panel_tokens_##name(int T, const void *pv, int un,      \
                                                                           const uint8_t *a, size_t as,        \
                                                                           __m256 acc[][8], int first) {       \
-        panel_tokens_one(nsh, split, T, pv, un, a, as, acc, first);                                           \
+        panel_tokens_one(x, nsh, split, T, pv, un, a, as, acc, first);                                        \
     }
-PANEL_TOKENS_ONE(mx, 3, 0)
-PANEL_TOKENS_ONE(q4_0b, q4_0_nsh, 0)
-PANEL_TOKENS_ONE(q5_0b, q5_0_nsh, 0)
-PANEL_TOKENS_ONE(q8_0b, 0, 0)
-PANEL_TOKENS_ONE(nvfp4b, 3, 1)
+PANEL_TOKENS_ONE(mx, 1, 3, 0)
+PANEL_TOKENS_ONE(q4_0b, 1, q4_0_nsh, 0)
+PANEL_TOKENS_ONE(q5_0b, 1, q5_0_nsh, 0)
+PANEL_TOKENS_ONE(q8_0b, 0, 0, 0)
+PANEL_TOKENS_ONE(q8_0ub, 1, 0, 0)
+PANEL_TOKENS_ONE(nvfp4b, 1, 3, 1)
 
 /* Tokens from which the panel beats the tiles (its decode and transpose cost about as much as the
  * products of 4 tokens; 2048 x 640 Q8_0, 1 thread: tiles ahead at 4-12 tokens, panel at 32). */

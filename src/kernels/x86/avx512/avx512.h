@@ -7,6 +7,18 @@
 
 #include "kernels/x86/avx2/avx2.h"
 
+/* acc + the sums of 4 products of q's unsigned bytes by the 4 signed bytes at a4, per dword
+ * (vpdpbusd): the GEMM panels' group sum of 4 weights for 8 rows and a token. The bytes at a4
+ * are broadcast by the instruction itself ({1to8}), which GCC does not fold from a set1 of them:
+ * a separate vpbroadcastd per group and token took 30 % of a K-quant panel's time. */
+typedef struct {
+    int8_t b[4];
+} nb_avx512_dword;
+static inline __m256i nb_avx512_codes4(__m256i acc, __m256i q, const int8_t *a4) {
+    __asm__("vpdpbusd %[a]%{1to8%}, %[q], %[acc]" : [acc] "+v"(acc) : [q] "v"(q), [a] "m"(*(const nb_avx512_dword *)a4));
+    return acc;
+}
+
 /* The 4 rows of a tile are rows 0, rs, 2rs, 3rs from w, so that a GEMV over short rows can draw
  * them from four distant parts of the matrix (nb_avx2_tile_loop). A tile with nr < 4 valid rows
  * repeats its last row (same instructions, surplus results dropped). */

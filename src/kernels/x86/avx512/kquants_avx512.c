@@ -219,15 +219,7 @@ static inline __m256i kq_dot16(__m256i acc, __m256i pairs, __m256i scales) {
 }
 /* The K-quant panels' group sums (kpanel.h): vpdpbusd adds each 4-element sum into a dword, then
  * one dword multiply by the scale per 8 groups (Q4_K) or 4 (Q6_K: a 16-element scale). */
-/* the 4 bytes at a4 broadcast by the instruction itself ({1to8}), which GCC does not fold from a
- * set1 of them: a separate vpbroadcastd per group and token took 30 % of a panel's time */
-typedef struct {
-    int8_t b[4];
-} kp_dword;
-static inline __m256i kp_codes4(__m256i acc, __m256i q, const int8_t *a4) {
-    __asm__("vpdpbusd %[a]%{1to8%}, %[q], %[acc]" : [acc] "+v"(acc) : [q] "v"(q), [a] "m"(*(const kp_dword *)a4));
-    return acc;
-}
+static inline __m256i kp_codes4(__m256i acc, __m256i q, const int8_t *a4) { return nb_avx512_codes4(acc, q, a4); }
 static inline __m256i kp_scaled(__m256i isum, __m256i acc, __m256i s) {
     return _mm256_add_epi32(isum, _mm256_mullo_epi32(acc, s));
 }
