@@ -18,7 +18,8 @@
  * 8, tokens by NB_PANEL_T, and units by chunks, keeping each token's 8 lane registers between
  * the chunks of a long row. The batch orders of Q6_K and Q4_K have one chain per row (dword r of
  * acc[t][0]), Q4_K a second for its minimum (acc[t][1]): stored as acc[t][0], or acc[t][0] -
- * acc[t][1] (NB_PANEL_ONE, NB_PANEL_MINUS instead of NB_PANEL_TREE).
+ * acc[t][1] (NB_PANEL_ONE, NB_PANEL_MINUS instead of NB_PANEL_TREE). The AVX-512 set's 512-bit
+ * panels keep the 8 lanes in pairs (NB_PANEL_PAIRS, nb_panel_reduce_pairs).
  */
 #ifndef NB_KERNELS_X86_PANEL_H
 #define NB_KERNELS_X86_PANEL_H
@@ -35,7 +36,7 @@
 #if NB_PANEL_G != 4 && NB_PANEL_G != 8
 #error "NB_PANEL_G is 4 or 8"
 #endif
-enum { NB_PANEL_TREE, NB_PANEL_ONE, NB_PANEL_MINUS }; /* how a token's registers make its 8 results */
+enum { NB_PANEL_TREE, NB_PANEL_ONE, NB_PANEL_MINUS, NB_PANEL_PAIRS }; /* how a token's registers make its 8 results */
 
 /* out[k] dword r = v[r] dword k. */
 static inline void nb_transpose8(__m256i v[8]) {
@@ -62,6 +63,17 @@ static inline __m256 nb_panel_reduce(const __m256 l[8]) {
     return _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3));
 }
 
+/* The same tree where a token's 8 lanes come in pairs: 512-bit register m (l[2m], l[2m+1] as
+ * 256-bit halves) holds lanes 2m and 2m+1 of the 8 rows, dword 2r + j = row r's lane 2m + j. */
+static inline __m256 nb_panel_reduce_pairs(const __m256 l[8]) {
+    /* rows 0-3 (then 4-7), dword 2r + j: lanes j + lanes j + 4 (s0, s1), plus those of 2 + j, 6 + j (s2, s3) */
+    const __m256 lo = _mm256_add_ps(_mm256_add_ps(l[0], l[4]), _mm256_add_ps(l[2], l[6]));
+    const __m256 hi = _mm256_add_ps(_mm256_add_ps(l[1], l[5]), _mm256_add_ps(l[3], l[7]));
+    /* (s0 + s2) + (s1 + s3) in the row order 0 1 4 5 2 3 6 7, then in order */
+    const __m256 h = _mm256_hadd_ps(lo, hi);
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(h), 0xD8));
+}
+
 /* Decodes units u0..u0+un-1 of `rows` rows ws bytes apart into the panel (rows missing from the
  * 8 as zero weights and scales: their lanes stay +0 and are never stored). */
 typedef void (*nb_panel_decode_fn)(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *panel);
@@ -71,7 +83,7 @@ typedef void (*nb_panel_tokens_fn)(int T, const void *panel, int un, const uint8
                                    int first);
 
 /* nr rows x nt tokens of nu units, chunk units per panel, unit_bytes activation bytes per unit,
- * out one of NB_PANEL_TREE, _ONE, _MINUS. */
+ * out one of NB_PANEL_TREE, _ONE, _MINUS, _PAIRS. */
 static inline __attribute__((always_inline)) void nb_panel_gemm(nb_panel_decode_fn decode, nb_panel_tokens_fn tokens,
                                                                 void *panel, int chunk, size_t unit_bytes, int out,
                                                                 int64_t nu, const uint8_t *w, size_t ws,
@@ -104,8 +116,10 @@ static inline __attribute__((always_inline)) void nb_panel_gemm(nb_panel_decode_
                 }
             }
             for (int t = 0; t < tn; t++) {
-                const __m256 v = out == NB_PANEL_TREE ? nb_panel_reduce(acc[t])
-                                 : out == NB_PANEL_ONE ? acc[t][0] : _mm256_sub_ps(acc[t][0], acc[t][1]);
+                const __m256 v = out == NB_PANEL_TREE    ? nb_panel_reduce(acc[t])
+                                 : out == NB_PANEL_PAIRS ? nb_panel_reduce_pairs(acc[t])
+                                 : out == NB_PANEL_ONE   ? acc[t][0]
+                                                         : _mm256_sub_ps(acc[t][0], acc[t][1]);
                 float *yt = y + (size_t)(t0 + t) * ldy + r0;
                 if (rows == NB_PANEL_R) { /* a store, not a call to memcpy per token */
                     _mm256_storeu_ps(yt, v);

@@ -429,19 +429,24 @@ KERNEL_S(nvfp4, nv, (18))
 KERNEL_S(q4_1, min, (row_q4_1, 20))
 KERNEL_S(q5_1, min, (row_q5_1, 24))
 
-/* MXFP4 from 16 tokens: the VNNI panels (panels_avx512.c; 2048 x 640, 512 tokens, 1 thread: 1.5x
- * the tiles) */
-static void mm_mxfp4_all(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
-                         float *y, size_t ldy) {
-    (nt >= 16 ? nb_mm_mxfp4_panel_avx512 : mm_mxfp4)(n, w, ws, a, as, nr, nt, y, ldy);
-}
+/* From 16 tokens the panels of panels_avx512.c (2048 x 640, 512 tokens, 1 thread: MXFP4 1.5x the
+ * tiles) */
+#define PANELS(ty)                                                                                               \
+    static void mm_##ty##_all(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,         \
+                              int64_t nt, float *y, size_t ldy) {                                                \
+        (nt >= 16 ? nb_mm_##ty##_panel_avx512 : mm_##ty)(n, w, ws, a, as, nr, nt, y, ldy);                       \
+    }
+PANELS(q4_0)
+PANELS(q5_0)
+PANELS(q8_0)
+PANELS(mxfp4)
 
 #define SMALL_MAX 16 /* tokens for mm_small */
-#define Q8(t, s, act)                                                                                            \
-    [NB_TYPE_##t] = {act, mm_##s, NULL, "avx512 " #s " x q8_0", NULL, RT, .mm_small = mm_small_##s, .small_max = SMALL_MAX}
+#define Q8(t, s, act, mm)                                                                                        \
+    [NB_TYPE_##t] = {act, mm, NULL, "avx512 " #s " x q8_0", NULL, RT, .mm_small = mm_small_##s, .small_max = SMALL_MAX}
 /* with NB_ROUTE_BLOCK's kernel (panels_avx512.c), against NB_ACT_Q8_0X or its NVFP4 order */
-#define Q8B(t, s, act, bact)                                                                                     \
-    [NB_TYPE_##t] = {act, mm_##s, NULL, "avx512 " #s " x q8_0", NULL, RT, .mm_small = mm_small_##s,              \
+#define Q8B(t, s, act, mm, bact)                                                                                     \
+    [NB_TYPE_##t] = {act, mm, NULL, "avx512 " #s " x q8_0", NULL, RT, .mm_small = mm_small_##s,                  \
                      .small_max = SMALL_MAX, .mm_block = nb_mm_##s##_block_avx512, .block_min = NB_BLOCK_MIN,     \
                      .block_act = bact, .name_block = "avx512 " #s " x q8_0 (block)"}
 #define Q81(t, s)                                                                                                \
@@ -459,9 +464,9 @@ static void mm_mxfp4_all(int64_t n, const void *w, size_t ws, const void *a, siz
 /* Q4_K, Q5_K and Q6_K: kquants_avx512.c; F32, F16 and BF16: floats_avx512.c. The block types'
  * float route (mm_f32 NULL here) comes from the AVX2 table (dispatch). */
 const nb_kernel nb_kernels_avx512[NB_KERNEL_TYPES] = {
-    Q8B(Q4_0, q4_0, NB_ACT_Q8_0X, NB_ACT_Q8_0X), Q8B(Q5_0, q5_0, NB_ACT_Q8_0X, NB_ACT_Q8_0X),
-    Q8B(Q8_0, q8_0, NB_ACT_Q8_0X, NB_ACT_Q8_0X), [NB_TYPE_MXFP4] = {NB_ACT_Q8_0X_MX, mm_mxfp4_all, NULL, "avx512 mxfp4 x q8_0", NULL, RT, .mm_small = mm_small_mxfp4, .small_max = SMALL_MAX},
-    Q8B(NVFP4, nvfp4, NB_ACT_Q8_0X_NV, NB_ACT_Q8_0X_NV), Q81(Q4_1, q4_1), Q81(Q5_1, q5_1),
+    Q8B(Q4_0, q4_0, NB_ACT_Q8_0X, mm_q4_0_all, NB_ACT_Q8_0X), Q8B(Q5_0, q5_0, NB_ACT_Q8_0X, mm_q5_0_all, NB_ACT_Q8_0X),
+    Q8B(Q8_0, q8_0, NB_ACT_Q8_0X, mm_q8_0_all, NB_ACT_Q8_0X), Q8(MXFP4, mxfp4, NB_ACT_Q8_0X_MX, mm_mxfp4_all),
+    Q8B(NVFP4, nvfp4, NB_ACT_Q8_0X_NV, mm_nvfp4, NB_ACT_Q8_0X_NV), Q81(Q4_1, q4_1), Q81(Q5_1, q5_1),
     /* Q4_K: its panels (kpanel.h) from 16 tokens, in cache 0.37 ns per row, token and 32 elements there
      * where the small batches' groups of 8 take 0.42 */
     [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, nb_mm_q4_k_q8_k_avx512, NULL, "avx512 q4_K x q8_K", NULL, RT, NULL,
