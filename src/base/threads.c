@@ -129,14 +129,22 @@ nb_status nb_pool_create(int n_threads, nb_pool **out) {
             return nb_fail(NB_ERR_NOMEM, "nb_pool_create: %d thread handle%s", n_threads - 1,
                            nb_plural(n_threads - 1));
         }
+        /* The GEMM panels keep their tiles and up to 256 tokens' lane sums on the stack (about
+         * 100 KiB, kernels/x86/avx2/panel.h): more than some C libraries' default thread stack
+         * (musl's is 128 KiB) leaves for the rest, so the workers ask for 4 MiB. */
+        pthread_attr_t attr;
+        const int attr_ok = pthread_attr_init(&attr) == 0;
+        if (attr_ok) (void)pthread_attr_setstacksize(&attr, (size_t)4 << 20); /* refused: the default */
         for (int i = 1; i < n_threads; i++) {
-            if (pthread_create(&p->workers[i - 1], NULL, worker_main, p) != 0) {
+            if (pthread_create(&p->workers[i - 1], attr_ok ? &attr : NULL, worker_main, p) != 0) {
+                if (attr_ok) pthread_attr_destroy(&attr);
                 stop_workers(p, i - 1);
                 p->n = 1; /* the workers are gone; destroy must not join them again */
                 nb_pool_destroy(p);
                 return nb_fail(NB_ERR_NOMEM, "nb_pool_create: starting thread %d of %d", i, n_threads);
             }
         }
+        if (attr_ok) pthread_attr_destroy(&attr);
     }
     *out = p;
     return NB_OK;

@@ -336,9 +336,16 @@ KQ_TILE_OF(q6_k_batch, tile_q6_k_in(1, R, T, nb, w, ws, rs, a, as, y, ldy))
     }
 
 KERNEL(q4_k, NULL)
-KERNEL(q4_k_batch, q4k_panel_gemm)
+/* the including set's K-quant panels: kpanel.h's, or its own (AVX-512: 16 rows) */
+#ifndef KQ_Q4K_PANEL
+#define KQ_Q4K_PANEL q4k_panel_gemm
+#endif
+KERNEL(q4_k_batch, KQ_Q4K_PANEL)
 KERNEL(q5_k, NULL)
 KERNEL(q6_k, NULL)
-KERNEL(q6_k_batch, q6_panel_gemm)
+#ifndef KQ_Q6K_PANEL
+#define KQ_Q6K_PANEL q6_panel_gemm
+#endif
+KERNEL(q6_k_batch, KQ_Q6K_PANEL)
 
 #endif

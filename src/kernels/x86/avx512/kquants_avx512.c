@@ -225,8 +225,203 @@ static inline __m256i kp_scaled(__m256i isum, __m256i acc, __m256i s) {
 }
 static inline __m256i kp_scale_word(__m256i s32) { return s32; }
 #define KP_Q6_RUN 4
+/* Q4_K's and Q6_K's batch orders from 16 tokens on 16-row panels (below) */
+static void q4k_panel16_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                             float *y, size_t ldy);
+static void q6_panel16_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                            float *y, size_t ldy);
+#define KQ_Q4K_PANEL q4k_panel16_gemm
+#define KQ_Q6K_PANEL q6_panel16_gemm
 
 #include "kernels/x86/avx2/kquants.h"
+
+/* ---- Q4_K's and Q6_K's batch orders on 16-row panels of 512-bit registers ---- */
+
+/* kpanel.h's panels for 16 rows: dword r of each register is row r (rows 0-7 in the low half), so
+ * each group sum (one vpdpbusd broadcasting the token's 4 bytes to 16 dwords), scale multiply,
+ * conversion and fma serves 16 rows, half the instructions of two 8-row panels. Each half is
+ * decoded as an 8-row panel (rows past `rows` repeat the last, as there) and the two joined:
+ * decoding is once per 256 tokens (panel.h), so the copy costs little. */
+typedef struct {
+    __m512i q[KB][8][8], s[KB][8], m[KB][4];
+    __m512 d[KB], dmin[KB];
+} q4k_panel16;
+
+static inline __m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+static inline __m512 join256f(__m256 lo, __m256 hi) {
+    return _mm512_castsi512_ps(join256(_mm256_castps_si256(lo), _mm256_castps_si256(hi)));
+}
+
+/* The 8-row decoder dec on rows 0-7 and 8-15 of `rows` (a missing second half: the last row). */
+static void decode_halves(nb_panel_decode_fn dec, const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *h0,
+                          void *h1) {
+    dec(w, ws, rows < NB_PANEL_R ? rows : NB_PANEL_R, i0, nb, h0);
+    if (rows > NB_PANEL_R)
+        dec(w + NB_PANEL_R * ws, ws, rows - NB_PANEL_R, i0, nb, h1);
+    else
+        dec(w + (size_t)(rows - 1) * ws, ws, 1, i0, nb, h1);
+}
+
+static void q4k_decode16(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
+    q4k_panel16 *p = pv;
+    q4k_panel h[2];
+    decode_halves(q4k_decode, w, ws, rows, i0, nb, &h[0], &h[1]);
+    for (int i = 0; i < nb; i++) {
+        for (int g = 0; g < 8; g++) {
+            for (int k = 0; k < 8; k++) p->q[i][g][k] = join256(h[0].q[i][g][k], h[1].q[i][g][k]);
+            p->s[i][g] = join256(h[0].s[i][g], h[1].s[i][g]);
+        }
+        for (int c = 0; c < 4; c++) p->m[i][c] = join256(h[0].m[i][c], h[1].m[i][c]);
+        p->d[i] = join256f(h[0].d[i], h[1].d[i]);
+        p->dmin[i] = join256f(h[0].dmin[i], h[1].dmin[i]);
+    }
+}
+
+static inline __m512i kp_codes16(__m512i acc, __m512i q, const int8_t *a4) {
+    __asm__("vpdpbusd %[a]%{1to16%}, %[q], %[acc]" : [acc] "+v"(acc) : [q] "v"(q), [a] "m"(*(const nb_avx512_dword *)a4));
+    return acc;
+}
+
+/* q4k_tokens (kpanel.h) on 16 rows: the same sums, chains and order; the two chains of token t
+ * are acc[t][0..1] and acc[t][2..3] as 512-bit registers (NB_PANEL_MINUS16). */
+static inline __attribute__((always_inline)) void q4k_tokens16(int T, const void *pv, int nb, const uint8_t *a,
+                                                               size_t as, __m256 acc[][8], int first) {
+    const q4k_panel16 *p = pv;
+    __m512 c0[NB_PANEL_G], c1[NB_PANEL_G];
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) c0[t] = first ? _mm512_setzero_ps() : _mm512_loadu_ps((const float *)acc[t]);
+    for (int i = 0; i < nb; i++) {
+        const nb_block_q8_k *ab[NB_PANEL_G];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
+        #pragma GCC unroll 1
+        for (int c = 0; c < 4; c++) {
+            __m512i isum[NB_PANEL_G];
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) isum[t] = _mm512_setzero_si512();
+            #pragma GCC unroll 2
+            for (int g = 2 * c; g < 2 * c + 2; g++) {
+                __m512i p16[NB_PANEL_G];
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++) p16[t] = _mm512_setzero_si512();
+                #pragma GCC unroll 8
+                for (int k = 0; k < 8; k++) {
+                    const __m512i q = _mm512_load_si512(&p->q[i][g][k]);
+                    #pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) p16[t] = kp_codes16(p16[t], q, ab[t]->qs + 32 * g + 4 * k);
+                }
+                const __m512i s = _mm512_load_si512(&p->s[i][g]);
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(p16[t], s));
+            }
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+                c0[t] = _mm512_fmadd_ps(_mm512_mul_ps(p->d[i], _mm512_set1_ps(ab[t]->d)), _mm512_cvtepi32_ps(isum[t]), c0[t]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) c1[t] = first ? _mm512_setzero_ps() : _mm512_loadu_ps((const float *)acc[t] + 16);
+    for (int i = 0; i < nb; i++) {
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const nb_block_q8_k *ab = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
+            int32_t bp[4]; /* c: B_2c | B_2c+1 << 16, B_j = bsums[2j] + bsums[2j+1] */
+            _mm_storeu_si128((__m128i *)bp, _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)ab->bsums),
+                                                           _mm_loadu_si128((const __m128i *)ab->bsums + 1)));
+            const __m512 dm = _mm512_mul_ps(p->dmin[i], _mm512_set1_ps(ab->d));
+            #pragma GCC unroll 4
+            for (int c = 0; c < 4; c++)
+                c1[t] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(_mm512_madd_epi16(p->m[i][c], _mm512_set1_epi32(bp[c]))), c1[t]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) {
+        _mm512_storeu_ps((float *)acc[t], c0[t]);
+        _mm512_storeu_ps((float *)acc[t] + 16, c1[t]);
+    }
+}
+
+static void q4k_panel16_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                             float *y, size_t ldy) {
+    q4k_panel16 p;
+    nb_panel_gemm(q4k_decode16, q4k_tokens16, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_MINUS16, n / NB_QK_K, w, ws, a, as,
+                  nr, nt, y, ldy);
+}
+
+typedef struct {
+    __m512i q[KB][8][8], s[KB][16], sp[KB][8];
+    __m512 d[KB];
+} q6_panel16;
+
+static void q6_decode16(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
+    q6_panel16 *p = pv;
+    q6_panel h[2];
+    decode_halves(q6_decode, w, ws, rows, i0, nb, &h[0], &h[1]);
+    for (int i = 0; i < nb; i++) {
+        for (int g = 0; g < 8; g++) {
+            for (int k = 0; k < 8; k++) p->q[i][g][k] = join256(h[0].q[i][g][k], h[1].q[i][g][k]);
+            p->sp[i][g] = join256(h[0].sp[i][g], h[1].sp[i][g]);
+        }
+        for (int j = 0; j < 16; j++) p->s[i][j] = join256(h[0].s[i][j], h[1].s[i][j]);
+        p->d[i] = join256f(h[0].d[i], h[1].d[i]);
+    }
+}
+
+/* q6_tokens (kpanel.h) on 16 rows: the same sums, chain and order; token t's chain is acc[t][0..1]
+ * as a 512-bit register (NB_PANEL_ONE16). */
+static inline __attribute__((always_inline)) void q6_tokens16(int T, const void *pv, int nb, const uint8_t *a,
+                                                              size_t as, __m256 acc[][8], int first) {
+    const q6_panel16 *p = pv;
+    __m512 c[NB_PANEL_G];
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) c[t] = first ? _mm512_setzero_ps() : _mm512_loadu_ps((const float *)acc[t]);
+    for (int i = 0; i < nb; i++) {
+        const nb_block_q8_k *ab[NB_PANEL_G];
+        __m512i isum[NB_PANEL_G];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
+            __m512i off = _mm512_setzero_si512();
+            #pragma GCC unroll 8
+            for (int m = 0; m < 8; m++) {
+                int32_t bp;
+                memcpy(&bp, ab[t]->bsums + 2 * m, 4);
+                off = _mm512_dpwssd_epi32(off, p->sp[i][m], _mm512_set1_epi32(bp));
+            }
+            isum[t] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(off, 5));
+        }
+        #pragma GCC unroll 1
+        for (int g = 0; g < 8; g++) {
+            #pragma GCC unroll 8
+            for (int k0 = 0; k0 < 8; k0 += KP_Q6_RUN) {
+                __m512i run[NB_PANEL_G];
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++) run[t] = _mm512_setzero_si512();
+                #pragma GCC unroll 4
+                for (int k = k0; k < k0 + KP_Q6_RUN; k++) {
+                    const __m512i q = _mm512_load_si512(&p->q[i][g][k]);
+                    #pragma GCC unroll 8
+                    for (int t = 0; t < T; t++) run[t] = kp_codes16(run[t], q, ab[t]->qs + 32 * g + 4 * k);
+                }
+                const __m512i s = _mm512_load_si512(&p->s[i][2 * g + k0 / 4]);
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(run[t], s));
+            }
+        }
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            c[t] = _mm512_fmadd_ps(_mm512_mul_ps(p->d[i], _mm512_cvtepi32_ps(isum[t])), _mm512_set1_ps(ab[t]->d), c[t]);
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) _mm512_storeu_ps((float *)acc[t], c[t]);
+}
+
+static void q6_panel16_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                            float *y, size_t ldy) {
+    q6_panel16 p;
+    nb_panel_gemm(q6_decode16, q6_tokens16, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_ONE16, n / NB_QK_K, w, ws, a, as, nr,
+                  nt, y, ldy);
+}
 
 /* ---- small batches (kernels.h, mm_small): Q4_K ---- */
 
