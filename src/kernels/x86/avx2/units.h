@@ -506,6 +506,10 @@ static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, cons
     panel_tokens(1, T, pv, un, a, as, acc, first);
 }
 
+/* The groups of 4 elements in each half of a unit: in order, or NVFP4's split (sub-block h is the
+ * nibble order's groups 2h, 2h+1, 2h+4, 2h+5). */
+static const int one_groups[2][2][4] = {{{0, 1, 2, 3}, {4, 5, 6, 7}}, {{0, 1, 4, 5}, {2, 3, 6, 7}}};
+
 /* One lane per row and token (kernels.h: MXFP4's order, and NB_ROUTE_BLOCK's): per unit, token
  * and half of the unit the 8 rows' exact sums, then per unit one conversion, scale product and
  * fma for 8 rows, or with split one per half (NVFP4, whose sub-block h is the nibble order's
@@ -513,15 +517,13 @@ static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, cons
  * form: the vpmaddubsw pair sums of a half's 4 groups added as words (c <= 31, |a| <= 127: 4 pair
  * sums <= 31496), one vpmaddwd, and ns >> nsh takes the offset out; per 4 weights, 8 rows and
  * token a broadcast, vpmaddubsw, a word add and a share of the rest, about 4 instructions against
- * the 8-lane panels' 6 (panel_tokens, whose fma chains also run per 4 weights). The including
- * file supplies the group sums: pu_codes4 adds a group's products for 8 rows (AVX2: vpmaddubsw
- * pairs as words; VNNI: vpdpbusd into dwords, which takes Q8_0's codes + 128 as well, nsh 0) and
- * pu_dwords widens a half's sums. x 0: Q8_0's signed codes against Q8_0 blocks by the sign trick,
- * whose pair sums reach 32512, so each group takes its own vpmaddwd. */
-static inline __attribute__((always_inline)) void panel_tokens_one(int x, int nsh, int split, int T, const void *pv,
-                                                                   int un, const uint8_t *a, size_t as,
-                                                                   __m256 acc[][8], int first) {
-    static const int group[2][2][4] = {{{0, 1, 2, 3}, {4, 5, 6, 7}}, {{0, 1, 4, 5}, {2, 3, 6, 7}}};
+ * the 8-lane panels' 6 (panel_tokens, whose fma chains also run per 4 weights). nsh 0: Q8_0's
+ * signed codes against Q8_0 blocks by the sign trick, whose pair sums reach 32512, so each group
+ * takes its own vpmaddwd. */
+static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int split, int T, const void *pv, int un,
+                                                                   const uint8_t *a, size_t as, __m256 acc[][8],
+                                                                   int first) {
+    const int x = nsh > 0; /* NB_ACT_Q8_0X blocks, else Q8_0's */
     const panel *p = pv;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 c[NB_PANEL_G];
@@ -531,7 +533,7 @@ static inline __attribute__((always_inline)) void panel_tokens_one(int x, int ns
         __m256i is[NB_PANEL_G];
         #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            const int *k = group[split][h];
+            const int *k = one_groups[split][h];
             __m256i q[4];
             #pragma GCC unroll 4
             for (int i = 0; i < 4; i++) q[i] = _mm256_load_si256(&p->q[u][k[i]]);
@@ -541,8 +543,8 @@ static inline __attribute__((always_inline)) void panel_tokens_one(int x, int ns
                 __m256i hs = _mm256_setzero_si256();
                 if (x) {
                     #pragma GCC unroll 4
-                    for (int i = 0; i < 4; i++) hs = pu_codes4(hs, q[i], g + 4 * k[i]);
-                    hs = pu_dwords(hs);
+                    for (int i = 0; i < 4; i++) hs = nb_avx2_codes4(hs, q[i], g + 4 * k[i]);
+                    hs = _mm256_madd_epi16(hs, ones);
                 } else
                     #pragma GCC unroll 4
                     for (int i = 0; i < 4; i++) {
@@ -576,20 +578,18 @@ static inline __attribute__((always_inline)) void panel_tokens_one(int x, int ns
     for (int t = 0; t < T; t++) acc[t][0] = c[t];
 }
 
-/* The one-lane panels' token kernels by type (x: unsigned codes c = w + (128 >> nsh) against
- * NB_ACT_Q8_0X; else Q8_0's sign trick). q8_0ub: Q8_0's codes + 128 (dec_q8_0u), VNNI only. */
-#define PANEL_TOKENS_ONE(name, x, nsh, split)                                                                 \
+/* The one-lane panels' token kernels by type (nsh: the codes' offset, 128 >> nsh; 0: Q8_0). */
+#define PANEL_TOKENS_ONE(name, nsh, split)                                                                    \
     static inline __attribute__((always_inline)) void panel_tokens_##name(int T, const void *pv, int un,      \
                                                                           const uint8_t *a, size_t as,        \
                                                                           __m256 acc[][8], int first) {       \
-        panel_tokens_one(x, nsh, split, T, pv, un, a, as, acc, first);                                        \
+        panel_tokens_one(nsh, split, T, pv, un, a, as, acc, first);                                           \
     }
-PANEL_TOKENS_ONE(mx, 1, 3, 0)
-PANEL_TOKENS_ONE(q4_0b, 1, q4_0_nsh, 0)
-PANEL_TOKENS_ONE(q5_0b, 1, q5_0_nsh, 0)
-PANEL_TOKENS_ONE(q8_0b, 0, 0, 0)
-PANEL_TOKENS_ONE(q8_0ub, 1, 0, 0)
-PANEL_TOKENS_ONE(nvfp4b, 1, 3, 1)
+PANEL_TOKENS_ONE(mx, 3, 0)
+PANEL_TOKENS_ONE(q4_0b, q4_0_nsh, 0)
+PANEL_TOKENS_ONE(q5_0b, q5_0_nsh, 0)
+PANEL_TOKENS_ONE(q8_0b, 0, 0)
+PANEL_TOKENS_ONE(nvfp4b, 3, 1)
 
 /* Tokens from which the panel beats the tiles (its decode and transpose cost about as much as the
  * products of 4 tokens; 2048 x 640 Q8_0, 1 thread: tiles ahead at 4-12 tokens, panel at 32). */

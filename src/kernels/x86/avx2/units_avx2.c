@@ -2,13 +2,6 @@
  * units_avx2.c: Q4_0, Q5_0, Q8_0, MXFP4 and NVFP4 weights against Q8_0 activations or their Q8_0X
  * forms, Q4_1 and Q5_1 against Q8_1, and NB_ROUTE_BLOCK's kernels, AVX2 (the kernel bodies are units.h).
  */
-#include "kernels/x86/avx2/avx2.h"
-
-/* The one-lane panels' group sums (units.h): vpmaddubsw's pairs added as words, widened once per
- * half of a unit. */
-static inline __m256i pu_codes4(__m256i acc, __m256i q, const int8_t *a4) { return nb_avx2_codes4(acc, q, a4); }
-static inline __m256i pu_dwords(__m256i w) { return _mm256_madd_epi16(w, _mm256_set1_epi16(1)); }
-
 #include "kernels/x86/avx2/units.h"
 
 KERNEL(q4_0, avx2, TILE_U, q8_0x)

@@ -18,6 +18,17 @@ static inline __m256i nb_avx512_codes4(__m256i acc, __m256i q, const int8_t *a4)
     __asm__("vpdpbusd %[a]%{1to8%}, %[q], %[acc]" : [acc] "+v"(acc) : [q] "v"(q), [a] "m"(*(const nb_avx512_dword *)a4));
     return acc;
 }
+/* The same for the 16 rows of a 512-bit panel register. */
+static inline __m512i nb_avx512_codes16(__m512i acc, __m512i q, const int8_t *a4) {
+    __asm__("vpdpbusd %[a]%{1to16%}, %[q], %[acc]" : [acc] "+v"(acc) : [q] "v"(q), [a] "m"(*(const nb_avx512_dword *)a4));
+    return acc;
+}
+
+/* Two 8-row panel registers as one of 16 rows (lo: rows 0-7). */
+static inline __m512i nb_avx512_join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+static inline __m512 nb_avx512_joinf(__m256 lo, __m256 hi) {
+    return _mm512_castsi512_ps(nb_avx512_join(_mm256_castps_si256(lo), _mm256_castps_si256(hi)));
+}
 
 /* The 4 rows of a tile are rows 0, rs, 2rs, 3rs from w, so that a GEMV over short rows can draw
  * them from four distant parts of the matrix (nb_avx2_tile_loop). A tile with nr < 4 valid rows

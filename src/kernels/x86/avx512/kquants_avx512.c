@@ -247,10 +247,6 @@ typedef struct {
     __m512 d[KB], dmin[KB];
 } q4k_panel16;
 
-static inline __m512i join256(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
-static inline __m512 join256f(__m256 lo, __m256 hi) {
-    return _mm512_castsi512_ps(join256(_mm256_castps_si256(lo), _mm256_castps_si256(hi)));
-}
 
 /* The 8-row decoder dec on rows 0-7 and 8-15 of `rows` (a missing second half: the last row). */
 static void decode_halves(nb_panel_decode_fn dec, const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *h0,
@@ -268,18 +264,13 @@ static void q4k_decode16(const uint8_t *w, size_t ws, int rows, int64_t i0, int 
     decode_halves(q4k_decode, w, ws, rows, i0, nb, &h[0], &h[1]);
     for (int i = 0; i < nb; i++) {
         for (int g = 0; g < 8; g++) {
-            for (int k = 0; k < 8; k++) p->q[i][g][k] = join256(h[0].q[i][g][k], h[1].q[i][g][k]);
-            p->s[i][g] = join256(h[0].s[i][g], h[1].s[i][g]);
+            for (int k = 0; k < 8; k++) p->q[i][g][k] = nb_avx512_join(h[0].q[i][g][k], h[1].q[i][g][k]);
+            p->s[i][g] = nb_avx512_join(h[0].s[i][g], h[1].s[i][g]);
         }
-        for (int c = 0; c < 4; c++) p->m[i][c] = join256(h[0].m[i][c], h[1].m[i][c]);
-        p->d[i] = join256f(h[0].d[i], h[1].d[i]);
-        p->dmin[i] = join256f(h[0].dmin[i], h[1].dmin[i]);
+        for (int c = 0; c < 4; c++) p->m[i][c] = nb_avx512_join(h[0].m[i][c], h[1].m[i][c]);
+        p->d[i] = nb_avx512_joinf(h[0].d[i], h[1].d[i]);
+        p->dmin[i] = nb_avx512_joinf(h[0].dmin[i], h[1].dmin[i]);
     }
-}
-
-static inline __m512i kp_codes16(__m512i acc, __m512i q, const int8_t *a4) {
-    __asm__("vpdpbusd %[a]%{1to16%}, %[q], %[acc]" : [acc] "+v"(acc) : [q] "v"(q), [a] "m"(*(const nb_avx512_dword *)a4));
-    return acc;
 }
 
 /* q4k_tokens (kpanel.h) on 16 rows: the same sums, chains and order; the two chains of token t
@@ -308,7 +299,7 @@ static inline __attribute__((always_inline)) void q4k_tokens16(int T, const void
                 for (int k = 0; k < 8; k++) {
                     const __m512i q = _mm512_load_si512(&p->q[i][g][k]);
                     #pragma GCC unroll 8
-                    for (int t = 0; t < T; t++) p16[t] = kp_codes16(p16[t], q, ab[t]->qs + 32 * g + 4 * k);
+                    for (int t = 0; t < T; t++) p16[t] = nb_avx512_codes16(p16[t], q, ab[t]->qs + 32 * g + 4 * k);
                 }
                 const __m512i s = _mm512_load_si512(&p->s[i][g]);
                 #pragma GCC unroll 8
@@ -359,11 +350,11 @@ static void q6_decode16(const uint8_t *w, size_t ws, int rows, int64_t i0, int n
     decode_halves(q6_decode, w, ws, rows, i0, nb, &h[0], &h[1]);
     for (int i = 0; i < nb; i++) {
         for (int g = 0; g < 8; g++) {
-            for (int k = 0; k < 8; k++) p->q[i][g][k] = join256(h[0].q[i][g][k], h[1].q[i][g][k]);
-            p->sp[i][g] = join256(h[0].sp[i][g], h[1].sp[i][g]);
+            for (int k = 0; k < 8; k++) p->q[i][g][k] = nb_avx512_join(h[0].q[i][g][k], h[1].q[i][g][k]);
+            p->sp[i][g] = nb_avx512_join(h[0].sp[i][g], h[1].sp[i][g]);
         }
-        for (int j = 0; j < 16; j++) p->s[i][j] = join256(h[0].s[i][j], h[1].s[i][j]);
-        p->d[i] = join256f(h[0].d[i], h[1].d[i]);
+        for (int j = 0; j < 16; j++) p->s[i][j] = nb_avx512_join(h[0].s[i][j], h[1].s[i][j]);
+        p->d[i] = nb_avx512_joinf(h[0].d[i], h[1].d[i]);
     }
 }
 
@@ -401,7 +392,7 @@ static inline __attribute__((always_inline)) void q6_tokens16(int T, const void 
                 for (int k = k0; k < k0 + KP_Q6_RUN; k++) {
                     const __m512i q = _mm512_load_si512(&p->q[i][g][k]);
                     #pragma GCC unroll 8
-                    for (int t = 0; t < T; t++) run[t] = kp_codes16(run[t], q, ab[t]->qs + 32 * g + 4 * k);
+                    for (int t = 0; t < T; t++) run[t] = nb_avx512_codes16(run[t], q, ab[t]->qs + 32 * g + 4 * k);
                 }
                 const __m512i s = _mm512_load_si512(&p->s[i][2 * g + k0 / 4]);
                 #pragma GCC unroll 8

@@ -1,35 +1,110 @@
 /*
- * panels_avx512.c: the AVX-512 set's one-lane GEMM panels, the AVX2 set's (x86/avx2/units.h on
- * panel.h) with VNNI group sums and 8 tokens per register tile on 32 registers: NB_ROUTE_BLOCK's
- * kernels of Q4_0, Q5_0, Q8_0 and NVFP4 (against NB_ACT_Q8_0X, NVFP4's in its nibble order), and
- * MXFP4's own order from PANEL_MIN_TOKENS tokens. Per 4 weights, 8 rows and token one vpdpbusd
- * that broadcasts the token's 4 bytes itself, where AVX2 takes a broadcast, vpmaddubsw and a word
- * add; Q8_0 is read as unsigned codes + 128 (dword sums cannot overflow), so it needs no sign
- * trick. The sums are exact, so the bits are the reference's.
+ * panels_avx512.c: the AVX-512 set's GEMM panels for the 32-element types, from PANEL_MIN_TOKENS
+ * tokens, on panel.h's driver and units.h's decoders, with VNNI group sums and 8 tokens per
+ * register tile on 32 registers:
+ *  - the one-lane order (NB_ROUTE_BLOCK's Q4_0, Q5_0, Q8_0 and NVFP4 against NB_ACT_Q8_0X, NVFP4's
+ *    in its nibble order; MXFP4's own order) on 16-row panels: per 4 weights, 16 rows and token
+ *    one vpdpbusd that broadcasts the token's 4 bytes itself, where AVX2 takes a broadcast,
+ *    vpmaddubsw and a word add for 8 rows;
+ *  - llama.cpp's 8-lane order of Q4_0, Q5_0 and Q8_0 on 8-row panels whose registers hold two
+ *    lanes each (zpanel below).
+ * Q8_0 is read as codes + 128 (dword sums cannot overflow), so it needs no sign trick. The sums are
+ * exact and each chain keeps the reference's order, so the bits are the reference's.
  */
 #define NB_PANEL_G 8
-#define PU 64 /* units per panel: 16 KiB of codes, so that a 2048-wide row is decoded once for every token */
+#define PU 32 /* units per panel chunk: 16 KiB of codes in the 16-row panels */
 
 #include "kernels/x86/avx512/avx512.h"
 
-/* The one-lane panels' group sums (units.h): straight into dwords. */
-static inline __m256i pu_codes4(__m256i acc, __m256i q, const int8_t *a4) { return nb_avx512_codes4(acc, q, a4); }
-static inline __m256i pu_dwords(__m256i d) { return d; }
-
 #include "kernels/x86/avx2/units.h"
 
-KERNEL_BLOCK(q4_0, avx512, dec_q4_0u, q4_0b, q8_0x)
-KERNEL_BLOCK(q5_0, avx512, dec_q5_0u, q5_0b, q8_0x)
-KERNEL_BLOCK(q8_0, avx512, dec_q8_0u, q8_0ub, q8_0x)
-KERNEL_BLOCK(nvfp4, avx512, dec_nvfp4, nvfp4b, q8_0x)
+/* ---- The one-lane order on 16-row panels of 512-bit registers ---- */
 
-PANEL_DECODE(mxfp4)
-void nb_mm_mxfp4_panel_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
-                              float *y, size_t ldy) {
-    panel p;
-    nb_panel_gemm(panel_decode_mxfp4, panel_tokens_mx, &p, PU, sizeof(nb_block_q8_0x), NB_PANEL_ONE, n / 32, w, ws, a, as,
-                  nr, nt, y, ldy);
+/* units.h's one-lane panel for 16 rows: dword r of each register is row r (rows 0-7 in the low
+ * half), so that each group sum (one vpdpbusd broadcasting the token's 4 bytes to 16 dwords) and
+ * each unit's conversion, scale product and fma serve 16 rows. The two halves are decoded as
+ * 8-row panels (rows past `rows` repeat the last) and joined: once per chunk and 256 tokens. */
+typedef struct {
+    __m512i q[PU][8];
+    __m512 s[PU][2];
+} panel16;
+
+static inline __attribute__((always_inline)) void panel16_decode(dec_fn dec, const uint8_t *w, size_t ws, int rows,
+                                                                 int64_t u0, int un, panel16 *p) {
+    panel h[2];
+    panel_decode(dec, w, ws, rows < NB_PANEL_R ? rows : NB_PANEL_R, u0, un, &h[0]);
+    panel_decode(dec, w + (size_t)(rows > NB_PANEL_R ? NB_PANEL_R : rows - 1) * ws, ws, rows > NB_PANEL_R ? rows - NB_PANEL_R : 1,
+                 u0, un, &h[1]);
+    for (int u = 0; u < un; u++) {
+        for (int k = 0; k < 8; k++) p->q[u][k] = nb_avx512_join(h[0].q[u][k], h[1].q[u][k]);
+        for (int j = 0; j < 2; j++) p->s[u][j] = nb_avx512_joinf(h[0].s[u][j], h[1].s[u][j]);
+    }
 }
+
+/* panel_tokens_one's unsigned codes (x) on 16 rows: the same exact sums and one chain per row,
+ * token t's in acc[t][0..1] as a 512-bit register (NB_PANEL_ONE16). */
+static inline __attribute__((always_inline)) void panel16_tokens(int nsh, int split, int T, const void *pv, int un,
+                                                                 const uint8_t *a, size_t as, __m256 acc[][8],
+                                                                 int first) {
+    const panel16 *p = pv;
+    __m512 c[NB_PANEL_G];
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) c[t] = first ? _mm512_setzero_ps() : _mm512_loadu_ps((const float *)acc[t]);
+    for (int u = 0; u < un; u++) {
+        __m512i is[NB_PANEL_G];
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const int *k = one_groups[split][h];
+            __m512i q[4];
+            #pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) q[i] = _mm512_load_si512(&p->q[u][k[i]]);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
+                __m512i hs = _mm512_setzero_si512();
+                #pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) hs = nb_avx512_codes16(hs, q[i], ab->qs + 4 * k[i]);
+                if (split) {
+                    const __m512i isum = _mm512_add_epi32(hs, _mm512_set1_epi32(ab->ns[h] >> nsh));
+                    c[t] = _mm512_fmadd_ps(_mm512_mul_ps(p->s[u][h], _mm512_set1_ps(ab->d)), _mm512_cvtepi32_ps(isum), c[t]);
+                } else
+                    is[t] = h ? _mm512_add_epi32(is[t], hs) : hs;
+            }
+        }
+        if (!split)
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
+                const __m512i isum = _mm512_add_epi32(is[t], _mm512_set1_epi32((ab->ns[0] + ab->ns[1]) >> nsh));
+                c[t] = _mm512_fmadd_ps(_mm512_mul_ps(p->s[u][0], _mm512_set1_ps(ab->d)), _mm512_cvtepi32_ps(isum), c[t]);
+            }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) _mm512_storeu_ps((float *)acc[t], c[t]);
+}
+
+/* nb_mm_##name##_avx512 on the 16-row panels: codes by dec, offset 128 >> nsh, NVFP4's halves
+ * with split: NB_ROUTE_BLOCK's kernels, and MXFP4's own order. */
+#define PANEL16(name, dec, nsh, split)                                                                            \
+    static void decode_##name(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *p) {               \
+        panel16_decode(dec, w, ws, rows, u0, un, p);                                                             \
+    }                                                                                                            \
+    static inline __attribute__((always_inline)) void tokens_##name(int T, const void *pv, int un,               \
+                                                                    const uint8_t *a, size_t as,                 \
+                                                                    __m256 acc[][8], int first) {                \
+        panel16_tokens(nsh, split, T, pv, un, a, as, acc, first);                                                \
+    }                                                                                                            \
+    void nb_mm_##name##_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,        \
+                               int64_t nt, float *y, size_t ldy) {                                               \
+        panel16 p;                                                                                               \
+        nb_panel_gemm(decode_##name, tokens_##name, &p, PU, sizeof(nb_block_q8_0x), NB_PANEL_ONE16, n / 32, w, ws, \
+                      a, as, nr, nt, y, ldy);                                                                    \
+    }
+PANEL16(q4_0_block, dec_q4_0u, q4_0_nsh, 0)
+PANEL16(q5_0_block, dec_q5_0u, q5_0_nsh, 0)
+PANEL16(q8_0_block, dec_q8_0u, 0, 0)
+PANEL16(nvfp4_block, dec_nvfp4, 3, 1)
+PANEL16(mxfp4_panel, dec_mxfp4, 3, 0)
 
 /* ---- The 8-lane contract (Q4_0, Q5_0, Q8_0) on 512-bit panels, from PANEL_MIN_TOKENS ---- */
 
