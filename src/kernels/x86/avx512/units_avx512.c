@@ -429,8 +429,8 @@ KERNEL_S(nvfp4, nv, (18))
 KERNEL_S(q4_1, min, (row_q4_1, 20))
 KERNEL_S(q5_1, min, (row_q5_1, 24))
 
-/* From 16 tokens the panels of panels_avx512.c (2048 x 640, 512 tokens, 1 thread: MXFP4 1.5x the
- * tiles) */
+/* From 16 tokens the panels of panels_avx512.c (2048 x 640, 512 tokens, 1 thread: Q5_0 1.6x the
+ * tiles, MXFP4 2.0x) */
 #define PANELS(ty)                                                                                               \
     static void mm_##ty##_all(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,         \
                               int64_t nt, float *y, size_t ldy) {                                                \
