@@ -147,7 +147,7 @@ PROMPTS = ["The capital of France is", "Once upon a time, a small robot", "The t
 
 def test_single_slot(tl):
     """-np 1: nibble run's text; the API key; SIGTERM mid-stream exits 0."""
-    srv = Server("-np", "1", "-c", "512", "--api-key", "sekret", "--queue", "1")
+    srv = Server("-np", "1", "-c", "4096", "--api-key", "sekret", "--queue", "1")
     try:
         c = client(srv, "sekret")
         # a fresh slot: the prompt in n_batch chunks, then a token at a time, as nibble run feeds them
@@ -161,9 +161,11 @@ def test_single_slot(tl):
         tl.check(st == 401, "wrong key: 401", f"{st}")
         st, body = srv.request("GET", "/health")
         tl.check(st == 200 and body == {"status": "ok"}, "/health needs no key", f"{st} {body}")
-        # a full queue: A holds the slot (streaming), B waits in the queue of 1, C gets 503
+        # a full queue: A holds the slot (streaming), B waits in the queue of 1, C gets 503. A asks
+        # for 4000 tokens, far more than the steps below take (its 400 once ran out before C was
+        # sent, on a fast host loaded by a parallel make asan)
         a = socket.create_connection(("127.0.0.1", srv.port), timeout=120)
-        req = json.dumps({"prompt": "Once upon a time", "max_tokens": 400, "stream": True, "temperature": 1,
+        req = json.dumps({"prompt": "Once upon a time", "max_tokens": 4000, "stream": True, "temperature": 1,
                           "ignore_eos": True})
         a.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekret\r\n"
                    f"Content-Type: application/json\r\nContent-Length: {len(req)}\r\n\r\n{req}").encode())
