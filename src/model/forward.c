@@ -59,7 +59,6 @@ static void rmsnorm_rows(float *y, const float *x, const float *w, int rows, int
             const float scale = 1.0f / sqrtf((float)(sum[j] / n) + eps);
             const float *xr = x + (size_t)(r0 + j) * n;
             float *yr = y + (size_t)(r0 + j) * n;
-            #pragma GCC ivdep /* yr[i] reads only xr[i]: vectorized with yr == xr as well */
             for (int i = 0; i < n; i++) yr[i] = (xr[i] * scale) * w[i];
         }
     }

@@ -123,8 +123,8 @@ static inline __attribute__((always_inline)) void q6_tokens(int T, const void *p
     for (int t = 0; t < T; t++) acc[t][0] = c[t];
 }
 
-static inline void q6_panel_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
-                          float *y, size_t ldy) {
+static inline void q6_panel_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
+                                 int64_t nt, float *y, size_t ldy) {
     q6_panel p;
     nb_panel_gemm(q6_decode, q6_tokens, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_ONE, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);
 }
@@ -263,8 +263,8 @@ static inline __attribute__((always_inline)) void q4k_tokens(int T, const void *
     for (int t = 0; t < T; t++) acc[t][0] = c0[t], acc[t][1] = c1[t];
 }
 
-static inline void q4k_panel_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
-                           float *y, size_t ldy) {
+static inline void q4k_panel_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
+                                  int64_t nt, float *y, size_t ldy) {
     q4k_panel p;
     nb_panel_gemm(q4k_decode, q4k_tokens, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_MINUS, n / NB_QK_K, w, ws, a, as, nr,
                   nt, y, ldy);

@@ -430,9 +430,7 @@ static inline __attribute__((always_inline)) void tile_m(ucode_fn code, int ub, 
 }
 
 /* GEMM of the 8-lane types with many tokens (panel.h): a chunk of PU units of 8 rows. */
-#ifndef PU
 #define PU 32 /* 8 KiB of codes and 1 KiB of scales */
-#endif
 typedef struct {
     __m256i q[PU][8]; /* q[u][k] dword r: row r's weights 4k..4k+3 of unit u (in the unit register's order) */
     __m256 s[PU][2];  /* the 8 rows' scales of unit u's halves (NVFP4's sub-blocks; else one scale twice) */

@@ -12,7 +12,6 @@
  * exact and each chain keeps the reference's order, so the bits are the reference's.
  */
 #define NB_PANEL_G 8
-#define PU 32 /* units per panel chunk: 16 KiB of codes in the 16-row panels */
 
 #include "kernels/x86/avx512/avx512.h"
 
@@ -23,9 +22,10 @@
 /* units.h's one-lane panel for 16 rows: dword r of each register is row r (rows 0-7 in the low
  * half), so that each group sum (one vpdpbusd broadcasting the token's 4 bytes to 16 dwords) and
  * each unit's conversion, scale product and fma serve 16 rows. The two halves are decoded as
- * 8-row panels (rows past `rows` repeat the last) and joined: once per chunk and 256 tokens. */
+ * 8-row panels (a missing second half: the last row again; results past `rows` are never
+ * stored) and joined: once per chunk and 256 tokens. */
 typedef struct {
-    __m512i q[PU][8];
+    __m512i q[PU][8]; /* PU units a chunk (units.h): 16 KiB of codes */
     __m512 s[PU][2];
 } panel16;
 
