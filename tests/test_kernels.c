@@ -128,16 +128,19 @@ TEST(avx2_matches_reference) {
     all_shapes_isa(NB_ISA_AVX2);
 }
 
-/* The GEMM panels (x86/avx2/units.h for AVX2; kpanel.h's K-quant panels in both sets): rows that
- * span several decoded chunks, more tokens than a panel keeps lane sums for, and a row count off
- * the panel's 8. */
+/* Tokens past the 256 whose lane sums the GEMM panels keep (NB_PANEL_T, x86/avx2/panel.h). */
+#define PANEL_TOKENS 263
+
+/* The GEMM panels (x86/avx2/units.h for AVX2; kpanel.h's K-quant panels in both sets; the
+ * AVX-512 set's own): rows that span several decoded chunks, more tokens than a panel keeps lane
+ * sums for, and 29 rows: a whole 16-row panel and one of 13, neither a multiple of 8. */
 static void gemm_panels_isa(nb_isa isa) {
     for (int ti = 0; ti < ntypes; ti++) {
         if (!is_block_type(types[ti])) continue;
         int64_t n_in[3];
         shapes(types[ti], n_in);
         problem p;
-        CHECK(make(&p, types[ti], 13, n_in[2], 71), "setup %s", nb_type_name(types[ti]));
+        CHECK(make(&p, types[ti], 29, n_in[2], PANEL_TOKENS), "setup %s", nb_type_name(types[ti]));
         compare_isa(isa, &p, NB_ROUTE_QUANT);
         drop(&p);
     }
@@ -159,7 +162,7 @@ TEST(avx512_gemm_panels_match_reference) {
  * says so, and it differs from llama.cpp's order somewhere in 13 x 71 random products). */
 TEST(block_route_matches_reference) {
     if (nb_isa_best() < NB_ISA_AVX2) SKIP("no AVX2");
-    static const int64_t toks[] = {NB_BLOCK_MIN - 1, NB_BLOCK_MIN, 71};
+    static const int64_t toks[] = {NB_BLOCK_MIN - 1, NB_BLOCK_MIN, PANEL_TOKENS};
     for (int ti = 0; ti < ntypes; ti++) {
         if (!is_block_type(types[ti])) continue;
         int64_t n_in[3];
@@ -168,7 +171,7 @@ TEST(block_route_matches_reference) {
             for (int si = 1; si < 3; si++)
                 for (int k = 0; k < 3; k++) {
                     problem p;
-                    CHECK(make(&p, types[ti], 13, n_in[si], toks[k]), "setup %s", nb_type_name(types[ti]));
+                    CHECK(make(&p, types[ti], 29, n_in[si], toks[k]), "setup %s", nb_type_name(types[ti]));
                     compare_isa((nb_isa)isa, &p, NB_ROUTE_BLOCK);
                     drop(&p);
                 }
