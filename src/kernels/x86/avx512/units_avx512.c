@@ -442,11 +442,14 @@ PANELS(q8_0)
 PANELS(mxfp4)
 
 #define SMALL_MAX 16 /* tokens for mm_small */
+/* matmul's row multiple for the types with GEMM panels: their 16 rows (panels_avx512.c, the K-quant
+ * panels of kquants_avx512.c), so that no row panel or thread's share ends in a part-filled one */
+#define RP 16
 #define Q8(t, s, act, mm)                                                                                        \
-    [NB_TYPE_##t] = {act, mm, NULL, "avx512 " #s " x q8_0", NULL, RT, .mm_small = mm_small_##s, .small_max = SMALL_MAX}
+    [NB_TYPE_##t] = {act, mm, NULL, "avx512 " #s " x q8_0", NULL, RP, .mm_small = mm_small_##s, .small_max = SMALL_MAX}
 /* with NB_ROUTE_BLOCK's kernel (panels_avx512.c), against NB_ACT_Q8_0X or its NVFP4 order */
 #define Q8B(t, s, act, mm, bact)                                                                                     \
-    [NB_TYPE_##t] = {act, mm, NULL, "avx512 " #s " x q8_0", NULL, RT, .mm_small = mm_small_##s,                  \
+    [NB_TYPE_##t] = {act, mm, NULL, "avx512 " #s " x q8_0", NULL, RP, .mm_small = mm_small_##s,                  \
                      .small_max = SMALL_MAX, .mm_block = nb_mm_##s##_block_avx512, .block_min = NB_BLOCK_MIN,     \
                      .block_act = bact, .name_block = "avx512 " #s " x q8_0 (block)"}
 #define Q81(t, s)                                                                                                \
@@ -454,7 +457,7 @@ PANELS(mxfp4)
                      .small_max = SMALL_MAX}
 #define QK(t, s, n) [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx512, NULL, "avx512 " n " x q8_K", NULL, RT}
 #define QKB(t, s, n, bmin, bgroup, smax)                                                                        \
-    [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx512, NULL, "avx512 " n " x q8_K", NULL, RT, NULL,        \
+    [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx512, NULL, "avx512 " n " x q8_K", NULL, RP, NULL,        \
                      nb_mm_##s##_batch_q8_k_avx512, bmin, bgroup, nb_mm_##s##_small_avx512, smax}
 
 #define FL(t, s)                                                                                                 \
@@ -469,7 +472,7 @@ const nb_kernel nb_kernels_avx512[NB_KERNEL_TYPES] = {
     Q8B(NVFP4, nvfp4, NB_ACT_Q8_0X_NV, mm_nvfp4, NB_ACT_Q8_0X_NV), Q81(Q4_1, q4_1), Q81(Q5_1, q5_1),
     /* Q4_K: its panels (kpanel.h) from 16 tokens, in cache 0.37 ns per row, token and 32 elements there
      * where the small batches' groups of 8 take 0.42 */
-    [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, nb_mm_q4_k_q8_k_avx512, NULL, "avx512 q4_K x q8_K", NULL, RT, NULL,
+    [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, nb_mm_q4_k_q8_k_avx512, NULL, "avx512 q4_K x q8_K", NULL, RP, NULL,
                       nb_mm_q4_k_batch_q8_k_avx512, 4, 4, nb_mm_q4_k_small_kt_avx512, 15, 1},
     QK(Q5_K, q5_k, "q5_K"),
     QKB(Q6_K, q6_k, "q6_K", 8, 1, 16), FL(F32, f32), FL(BF16, bf16),
