@@ -43,18 +43,11 @@ static void rmsnorm_rows(float *y, const float *x, const float *w, int rows, int
     for (int r0 = 0; r0 < rows; r0 += 4) {
         const int nr = rows - r0 < 4 ? rows - r0 : 4;
         double sum[4] = {0, 0, 0, 0};
-        if (nr == 4)
-            for (int i = 0; i < n; i++)
-                for (int j = 0; j < 4; j++) {
-                    const float v = x[(size_t)(r0 + j) * n + i];
-                    sum[j] += (double)(v * v);
-                }
-        else
-            for (int j = 0; j < nr; j++)
-                for (int i = 0; i < n; i++) {
-                    const float v = x[(size_t)(r0 + j) * n + i];
-                    sum[j] += (double)(v * v);
-                }
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < nr; j++) {
+                const float v = x[(size_t)(r0 + j) * n + i];
+                sum[j] += (double)(v * v);
+            }
         for (int j = 0; j < nr; j++) {
             const float scale = 1.0f / sqrtf((float)(sum[j] / n) + eps);
             const float *xr = x + (size_t)(r0 + j) * n;
