@@ -654,6 +654,46 @@ TEST(swiglu_sets_match_reference) {
         }
 }
 
+/* RoPE's rotation: every set gives the reference's bits (NEOX and NORM pairs, partial rotation
+ * n_rot < D leaving the rest alone, several heads), and the reference is the rotation to a few
+ * ulps of each value's size (a*c - b*s with one product fused). */
+TEST(rope_sets_match_reference) {
+    enum { D = 64, H = 3 };
+    float x[H * D], ya[H * D], yb[H * D], cs[D];
+    uint32_t s = 777;
+    for (int neox = 0; neox < 2; neox++)
+        for (int n_rot = 2; n_rot <= D; n_rot += n_rot < 16 ? 2 : 16)
+            for (int round = 0; round < 4; round++) {
+                for (int i = 0; i < H * D; i++) {
+                    s = s * 1664525u + 1013904223u;
+                    x[i] = (float)(int32_t)s / 2147483648.0f * 4.0f;
+                }
+                for (int i = 0; i < n_rot / 2; i++) {
+                    const float t = (float)(round * 97 + 1) * powf(10000.0f, -2.0f * (float)i / (float)n_rot);
+                    cs[2 * i] = cosf(t), cs[2 * i + 1] = sinf(t);
+                }
+                memcpy(ya, x, sizeof x);
+                nb_act_get(NB_ISA_REF)->rope(ya, H, D, n_rot, cs, neox);
+                for (int isa = NB_ISA_AVX2; isa <= (int)nb_isa_best(); isa++) {
+                    memcpy(yb, x, sizeof x);
+                    nb_act_get((nb_isa)isa)->rope(yb, H, D, n_rot, cs, neox);
+                    CHECK(!memcmp(ya, yb, sizeof x), "%s rope differs (neox %d, n_rot %d, round %d)", nb_isa_name((nb_isa)isa),
+                          neox, n_rot, round);
+                }
+                for (int h = 0; h < H; h++)
+                    for (int i = 0; i < D; i++) {
+                        const int pair = i < n_rot ? (neox ? i % (n_rot / 2) : i / 2) : -1;
+                        const int first = neox ? i < n_rot / 2 : i % 2 == 0, mate = neox ? (first ? i + n_rot / 2 : i - n_rot / 2)
+                                                                                          : (first ? i + 1 : i - 1);
+                        const double a = x[h * D + (first ? i : mate)], b = x[h * D + (first ? mate : i)];
+                        const double c = pair < 0 ? 1 : cs[2 * pair], sn = pair < 0 ? 0 : cs[2 * pair + 1];
+                        const double e = pair < 0 ? x[h * D + i] : first ? a * c - b * sn : a * sn + b * c;
+                        CHECK(fabs(ya[h * D + i] - e) <= 4 * 0x1p-24 * (fabs(a) + fabs(b)), "rope %d/%d: %.9g, exact %.9g", i,
+                              n_rot, ya[h * D + i], e);
+                    }
+            }
+}
+
 int main(void) {
     const nb_type_info *t;
     for (int i = 0; (t = nb_type_at(i)); i++)
@@ -680,5 +720,6 @@ int main(void) {
     RUN(round_fp16_sets_match_reference);
     RUN(softmax_exp_sets_match_reference);
     RUN(swiglu_sets_match_reference);
+    RUN(rope_sets_match_reference);
     return test_summary();
 }

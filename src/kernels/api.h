@@ -44,6 +44,13 @@ double nb_softmax_exp(const float *x, float *y, int64_t n, float max);
  * looked up by the input's fp16 value in a table of fp16 results, inputs beyond +-10 bypassing
  * it (ggml's GELU table, built once, equal to libggml-cpu's in all 65536 entries). */
 void nb_swiglu(float *g, const float *u, int64_t n);
+/* RoPE's rotation of the first n_rot elements of each of `heads` heads (D floats apart) at x, by
+ * the angles of one position (cs[2i] = cos, cs[2i+1] = sin of pair i, any magnitude included):
+ * element a pairs with b = a + n_rot/2 (neox) or a + 1, each rotated value with its first
+ * product fused, as llama.cpp's x86 build compiles a*c - b*s (the queries' and keys' fp16
+ * rounding shows a one-ulp difference at a few positions in a hundred otherwise). Every set
+ * gives the same bits. */
+void nb_rope(float *x, int heads, int D, int n_rot, const float *cs, int neox);
 /* The fused attention's weighted sum of values with the active set: for r < rows, d < D,
  * acc[r*D + d] += sum over j < nk of p[r*ldp + j] * v_j[d], v_j the row of D elements of type
  * vtype (F32, F16, BF16, Q8_0, Q4_0; D <= 1024, whole blocks) at v + j*vs, decoded exactly, one

@@ -81,6 +81,9 @@ double nb_softmax_exp(const float *x, float *y, int64_t n, float max) {
     return nb_act_get(nb_isa_active())->softmax_exp(x, y, n, max);
 }
 void nb_swiglu(float *g, const float *u, int64_t n) { nb_act_get(nb_isa_active())->swiglu(g, u, n); }
+void nb_rope(float *x, int heads, int D, int n_rot, const float *cs, int neox) {
+    nb_act_get(nb_isa_active())->rope(x, heads, D, n_rot, cs, neox);
+}
 void nb_attn_pv(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows, float *acc) {
     nb_act_get(nb_isa_active())->attn_pv(vtype, v, vs, nk, D, p, ldp, rows, acc);
 }

@@ -59,6 +59,7 @@
 #ifndef NB_KERNELS_KERNELS_H
 #define NB_KERNELS_KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -132,8 +133,22 @@ typedef struct nb_act_set {
     void (*swiglu)(float *g, const float *u, int64_t n);                  /* nb_swiglu */
     void (*attn_pv)(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows,
                     float *acc);                                          /* nb_attn_pv */
+    void (*rope)(float *x, int heads, int D, int n_rot, const float *cs, int neox); /* nb_rope */
     const char *name;
 } nb_act_set;
+
+/* nb_rope's one body for every set (each compiles it: the reference with libm's fmaf, the AVX2
+ * set with the fma instruction inline; both round each fma once, so they give the same bits). */
+static inline void nb_rope_body(float *x, int heads, int D, int n_rot, const float *cs, int neox) {
+    const int step = neox ? 1 : 2, off = neox ? n_rot / 2 : 1;
+    for (int h = 0; h < heads; h++)
+        for (int i = 0; i < n_rot / 2; i++) {
+            float *p = x + (size_t)h * (size_t)D + (size_t)(i * step);
+            const float c = cs[2 * i], s = cs[2 * i + 1], a = p[0], b = p[off];
+            p[0] = fmaf(a, c, -(b * s));
+            p[off] = fmaf(a, s, b * c);
+        }
+}
 extern const nb_act_set nb_act_ref, nb_act_avx2;
 void nb_act_q8_0_ref(const float *x, void *dst, int64_t n);
 /* nb_attn_pv: the reference (ref/attn_ref.c) and AVX2's (x86/avx2/attn_avx2.c). */

@@ -96,20 +96,6 @@ static void rope_angles(float *cs, const rope_par *r, int pos) {
     }
 }
 
-/* Rotation of the first n_rot elements of one head: element a pairs with b = a + n_rot/2 (NEOX)
- * or a + 1 (NORM); each rotated value with the first product fused, as llama.cpp's x86 build
- * compiles a*c - b*s (the queries' and keys' fp16 rounding shows a one-ulp difference at a few
- * positions in a hundred). */
-static void rope(float *x, int n_rot, const float *cs, nb_rope_kind kind) {
-    const int step = kind == NB_ROPE_NEOX ? 1 : 2, off = kind == NB_ROPE_NEOX ? n_rot / 2 : 1;
-    for (int i = 0; i < n_rot / 2; i++) {
-        float *p = x + i * step;
-        const float c = cs[2 * i], s = cs[2 * i + 1], a = p[0], b = p[off];
-        p[0] = fmaf(a, c, -(b * s));
-        p[off] = fmaf(a, s, b * c);
-    }
-}
-
 /* How layer il rotates (the frequency factors are each context's: long_rope). */
 static rope_par layer_rope(const nb_model *m, int il) {
     const nb_model_info *in = &m->info;
@@ -299,7 +285,7 @@ static void shift_layer(nb_ctx *c, int il, int keep, int d, const float *cs, con
         if (!kv->ring[il]) {
             for (int p = keep + d; p < c->pos; p++) {
                 nb_kv_load(kv, il, g, p, k, v);
-                rope(k, m->info.n_rot, cs, m->arch.rope);
+                nb_rope(k, 1, D, m->info.n_rot, cs, m->arch.rope == NB_ROPE_NEOX);
                 nb_kv_store(kv, il, g, p - d, k, v);
             }
             continue;
@@ -310,7 +296,7 @@ static void shift_layer(nb_ctx *c, int il, int keep, int d, const float *cs, con
             if (src[cell] < 0) continue;
             const int q = ring_newest(npos, cell, R);
             float *kk = k + (size_t)src[cell] * D;
-            if (q >= keep) rope(kk, m->info.n_rot, cs, m->arch.rope);
+            if (q >= keep) nb_rope(kk, 1, D, m->info.n_rot, cs, m->arch.rope == NB_ROPE_NEOX);
             nb_kv_store(kv, il, g, q, kk, v + (size_t)src[cell] * D);
         }
     }
@@ -401,15 +387,10 @@ static void qk_prepare(void *arg, int64_t t0, int64_t t1) {
         rope_angles(cs, &r, pos);
         if (L->q_norm) rmsnorm_rows(q, q, L->q_norm, HQ, D, in->rms_eps);
         if (L->k_norm) rmsnorm_rows(k, k, L->k_norm, HK, D, in->rms_eps);
-        for (int h = 0; h < HQ; h++) {
-            rope(q + h * D, in->n_rot, cs, a->rope);
-            if (a->q_prescale)
-                for (int i = 0; i < D; i++) q[h * D + i] *= a->attn_scale;
-        }
-        for (int g = 0; g < HK; g++) {
-            rope(k + g * D, in->n_rot, cs, a->rope);
-            nb_kv_store(&c->kv, b->il, g, pos, k + g * D, v + g * D);
-        }
+        nb_rope(q, HQ, D, in->n_rot, cs, a->rope == NB_ROPE_NEOX);
+        nb_rope(k, HK, D, in->n_rot, cs, a->rope == NB_ROPE_NEOX);
+        for (int i = 0; a->q_prescale && i < HQ * D; i++) q[i] *= a->attn_scale;
+        for (int g = 0; g < HK; g++) nb_kv_store(&c->kv, b->il, g, pos, k + g * D, v + g * D);
         if (b->il == 0) nb_kv_mark(&c->kv, pos); /* stored in every ring layer before it attends */
     }
 }
@@ -694,10 +675,41 @@ static void split_cols(float *dst, const float *src, int n, int stride, int off,
     for (int t = 0; t < n; t++) memcpy(dst + (size_t)t * width, src + (size_t)t * stride + off, sizeof(float) * (size_t)width);
 }
 
-/* x += post ? rmsnorm(o) * post : o, for n rows of width E. */
-static void residual(float *x, float *o, const float *post, int n, int E, float eps) {
-    if (post) rmsnorm_rows(o, o, post, n, E, eps);
-    for (size_t i = 0; i < (size_t)n * (size_t)E; i++) x[i] += o[i];
+/* Row-wise work between the products: y = rmsnorm(x) * w (no w: y is left alone), then, with
+ * `sum`, sum += y: the residual. Each row is computed alone, so splitting the rows over the
+ * pool changes no bits; a step of few rows (decode) stays on the calling thread. */
+typedef struct rows_job {
+    float *y, *sum;
+    const float *x, *w;
+    int n;
+    float eps;
+} rows_job;
+
+enum { ROWS_POOL_MIN = 16 }; /* rows from which the pool takes them */
+
+static void rows_task(void *arg, int64_t t0, int64_t t1) {
+    const rows_job *j = arg;
+    const size_t off = (size_t)t0 * (size_t)j->n, end = (size_t)t1 * (size_t)j->n;
+    if (j->w) rmsnorm_rows(j->y + off, j->x + off, j->w, (int)(t1 - t0), j->n, j->eps);
+    for (size_t i = off; j->sum && i < end; i++) j->sum[i] += j->y[i];
+}
+
+static nb_status rows_run(nb_pool *pool, rows_job j, int rows) {
+    if (rows < ROWS_POOL_MIN) {
+        rows_task(&j, 0, rows);
+        return NB_OK;
+    }
+    return nb_pool_for(pool, rows, 4, rows_task, &j);
+}
+
+/* h = rmsnorm(x) * w, for n rows of width E. */
+static nb_status norm(nb_ctx *c, float *h, const float *x, const float *w, int n) {
+    return rows_run(c->pool, (rows_job){.y = h, .x = x, .w = w, .n = c->m->info.n_embd, .eps = c->m->info.rms_eps}, n);
+}
+
+/* x += post ? rmsnorm(o) * post : o, for n rows. */
+static nb_status residual(nb_ctx *c, float *o, const float *post, int n) {
+    return rows_run(c->pool, (rows_job){.y = o, .sum = c->x, .x = o, .w = post, .n = c->m->info.n_embd, .eps = c->m->info.rms_eps}, n);
 }
 
 typedef struct glu_job {
@@ -722,8 +734,8 @@ static nb_status attention_block(batch *b) {
     const nb_model_info *in = &c->m->info;
     const nb_layer *L = &c->m->layers[il];
     const int QW = in->n_head * in->head_dim, KW = in->n_head_kv * in->head_dim;
-    nb_status s;
-    rmsnorm_rows(c->h, c->x, L->attn_norm, n, in->n_embd, in->rms_eps);
+    nb_status s = norm(c, c->h, c->x, L->attn_norm, n);
+    if (s) return s;
     if (L->wqkv.name) {
         if ((s = mm(c, &L->wqkv, NULL, c->h, n, c->t))) return s;
         split_cols(c->q, c->t, n, QW + 2 * KW, 0, QW);
@@ -739,16 +751,15 @@ static nb_status attention_block(batch *b) {
     if ((s = nb_pool_for(c->pool, n, 1, qk_prepare, b)) || (s = attend(b)) ||
         (s = mm(c, &L->wo, L->bo, c->att, n, c->o)))
         return s;
-    residual(c->x, c->o, L->post_attn_norm, n, in->n_embd, in->rms_eps);
-    return NB_OK;
+    return residual(c, c->o, L->post_attn_norm, n);
 }
 
 static nb_status ffn_block(nb_ctx *c, int il, int n) {
     const nb_model_info *in = &c->m->info;
     const nb_layer *L = &c->m->layers[il];
     const int F = in->n_ff;
-    nb_status s;
-    rmsnorm_rows(c->h, c->x, L->ffn_norm, n, in->n_embd, in->rms_eps);
+    nb_status s = norm(c, c->h, c->x, L->ffn_norm, n);
+    if (s) return s;
     if (!L->gate.name) { /* fused gate | up: the first half is the gate */
         if ((s = mm(c, &L->up, NULL, c->h, n, c->t))) return s;
         split_cols(c->g, c->t, n, 2 * F, 0, F);
@@ -758,8 +769,7 @@ static nb_status ffn_block(nb_ctx *c, int il, int n) {
     }
     glu_job j = {c, F};
     if ((s = nb_pool_for(c->pool, n, 1, glu_rows, &j)) || (s = mm(c, &L->down, L->b_down, c->g, n, c->o))) return s;
-    residual(c->x, c->o, L->post_ffw_norm, n, in->n_embd, in->rms_eps);
-    return NB_OK;
+    return residual(c, c->o, L->post_ffw_norm, n);
 }
 
 /* One forward pass over n_seq sequences, their rows stacked in c's arena (at most its n_batch);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "kernels/api.h"
 #include "model/kvcache.h"
 
 static int cell_type_ok(int t) {
@@ -58,8 +59,7 @@ void nb_kv_place(nb_kv *kv, uint8_t *mem) {
  * the reference quantizers (finite input: the activations are). */
 static void store_row(int type, const float *x, uint8_t *dst, int n) {
     if (type == NB_TYPE_F32) memcpy(dst, x, sizeof(float) * (size_t)n);
-    else if (type == NB_TYPE_F16)
-        for (int i = 0; i < n; i++) ((uint16_t *)dst)[i] = nb_fp32_to_fp16(x[i]);
+    else if (type == NB_TYPE_F16) nb_to_fp16(x, (uint16_t *)dst, n);
     else nb_quantize(type, x, dst, n);
 }
 
@@ -72,9 +72,12 @@ void nb_kv_store(nb_kv *kv, int il, int g, int pos, const float *k, const float 
         return;
     }
     const size_t stride = (size_t)nb_kv_cells(kv, il);
-    for (int d = 0; d < D; d++) {
-        if (kv->type_v == NB_TYPE_F16) ((uint16_t *)vh)[(size_t)d * stride + (size_t)cell] = nb_fp32_to_fp16(v[d]);
-        else ((float *)vh)[(size_t)d * stride + (size_t)cell] = v[d];
+    if (kv->type_v == NB_TYPE_F16) {
+        uint16_t h[NB_MAX_HEAD_DIM];
+        nb_to_fp16(v, h, D);
+        for (int d = 0; d < D; d++) ((uint16_t *)vh)[(size_t)d * stride + (size_t)cell] = h[d];
+    } else {
+        for (int d = 0; d < D; d++) ((float *)vh)[(size_t)d * stride + (size_t)cell] = v[d];
     }
 }
 

@@ -1,6 +1,6 @@
 /*
  * kpanel.h: the GEMM of many tokens for the batch orders of Q4_K and Q6_K (kernels.h) on
- * panel.h's 8-row panels, shared by both x86 sets: kquants.h includes it after k_scales, and each
+ * panel.h's 8-row panels, shared by both x86 sets: kquants.h includes it after k_scales_mins, and each
  * set compiles it with its own group sums and registers (kquants.h: kp_codes4, kp_scaled,
  * kp_scale_word, KP_Q6_RUN; NB_PANEL_G). Per group of 4 elements, one register holds the group
  * for 8 rows and meets each token's 4 activation bytes in one kp_codes4 (AVX2: a broadcast,
@@ -172,9 +172,7 @@ static void q4k_decode(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb
         __m128i sm[NB_PANEL_R];
         uint32_t dd[NB_PANEL_R];
         for (int r = 0; r < NB_PANEL_R; r++) {
-            __m128i sc8, m8;
-            k_scales(b[r]->scales, &sc8, &m8);
-            sm[r] = _mm_unpacklo_epi64(sc8, m8);
+            sm[r] = k_scales_mins(b[r]->scales);
             memcpy(&dd[r], b[r], 4);
         }
         __m256i x[4];

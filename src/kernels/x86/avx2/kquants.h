@@ -37,18 +37,20 @@
 #define RMAX 4
 #define TMAX KQ_TMAX
 
-/* The 8 six-bit scales and mins of a Q4_K block (layout: nb_k_scale_min) as bytes 0..7, from
- * three little-endian words: A = bytes 0-3, B = 4-7, C = 8-11; scales 0-3 = A & 63, mins 0-3 =
- * B & 63, scales 4-7 = low nibbles of C | top two bits of A << 4, mins 4-7 = high nibbles of C |
- * top two bits of B << 4. */
-static inline void k_scales(const uint8_t *q, __m128i *sc, __m128i *m) {
-    uint32_t w[3];
-    memcpy(w, q, 12);
-    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
-    uint64_t s = (uint64_t)(w[0] & m6) | (uint64_t)((w[2] & m4) | ((w[0] >> 6) & m2) << 4) << 32;
-    uint64_t n = (uint64_t)(w[1] & m6) | (uint64_t)(((w[2] >> 4) & m4) | ((w[1] >> 6) & m2) << 4) << 32;
-    *sc = _mm_cvtsi64_si128((long long)s);
-    *m = _mm_cvtsi64_si128((long long)n);
+/* The 8 six-bit scales and mins of a Q4_K (or Q5_K) block (layout: nb_k_scale_min) as bytes:
+ * [scales 0..7 | mins 0..7]. From the dwords A = bytes 0-3, B = 4-7, C = 8-11 (one 16-byte load
+ * that ends inside the block: qs or qh follows): scales 0-3 = A & 63, mins 0-3 = B & 63,
+ * scales 4-7 = low nibbles of C | top two bits of A << 4, mins 4-7 = high nibbles of C | top two
+ * bits of B << 4; A and B in dwords 0 and 1, so C's nibbles go to the same dwords (C twice,
+ * shifted by 0 and 4) and one unpack interleaves the low and high halves. Vector instructions
+ * only: the scalar unpacking of four rows was a fifth of the GEMV's instructions. */
+static inline __m128i k_scales_mins(const uint8_t *q) {
+    const __m128i x = _mm_loadu_si128((const __m128i *)q);
+    const __m128i lo = _mm_and_si128(x, _mm_set1_epi8(63));                                    /* dwords 0, 1: A, B & 63 */
+    const __m128i top = _mm_and_si128(_mm_srli_epi32(x, 2), _mm_set1_epi8(0x30));             /* their top bits << 4 */
+    const __m128i c = _mm_srlv_epi32(_mm_shuffle_epi32(x, 0xAA), _mm_setr_epi32(0, 4, 0, 0)); /* C, C >> 4 */
+    const __m128i hi = _mm_or_si128(_mm_and_si128(c, _mm_set1_epi8(15)), top);
+    return _mm_unpacklo_epi32(lo, hi); /* A' C' B' C'': scales 0-3, 4-7, mins 0-3, 4-7 */
 }
 
 /* The fifth bits of Q5_K's 32-element group g (bit g of each qh byte) at bit 4 of each byte. */
@@ -57,7 +59,7 @@ static inline __m256i q5_high(__m256i qh, int g) {
     return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
-#include "kernels/x86/avx2/kpanel.h" /* after k_scales, which its Q4_K decoder reads */
+#include "kernels/x86/avx2/kpanel.h" /* after k_scales_mins, which its Q4_K decoder reads */
 
 /* Q4_K, and Q5_K (five): the same but for a fifth bit per code from qh (codes 0..31: vpmaddubsw's
  * pair sums stay within 2*31*127). batch: Q4_K's order in a batch, one fma per 64 elements
@@ -99,15 +101,14 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int batch
             const uint8_t *qs = five ? b5->qs : b->qs;
             for (int l = 0; l < (five ? 176 : 144); l += 64) _mm_prefetch((const char *)b + NB_PREFETCH_BYTES + l, _MM_HINT_T0);
             const __m256i qh = five ? _mm256_loadu_si256((const __m256i *)b5->qh) : _mm256_setzero_si256();
-            __m128i sc8, m8;
-            k_scales(b->scales, &sc8, &m8);
+            const __m128i sm = k_scales_mins(b->scales);
             /* scale j as int16 in every word of both halves: one byte shuffle per j */
-            const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
+            const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
             float d = _cvtsh_ss(b->d), dmin = _cvtsh_ss(b->dmin);
             uint32_t ddr;
             memcpy(&ddr, b, 4);
             dh[r / 2] |= (uint64_t)ddr << 32 * (r & 1);
-            const __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m0 m0 m1 m1 ... */
+            const __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)); /* m0 m0 m1 m1 ... */
             __m256i ms[TMAX]; /* lane j: m_j * (bsums[2j] + bsums[2j+1]) */
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) ms[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), mdup);
@@ -137,6 +138,7 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int batch
                             half[t] = sc;
                     } else {
                         isum[t] = kq_dot16(kq_dot16(isum[t], _mm256_maddubs_epi16(lo, al), sl), _mm256_maddubs_epi16(hi, ah), sh);
+                        NB_CHAIN(isum[t]); /* one chain: GCC's tree of the 8 products spilled them */
                     }
                 }
             }

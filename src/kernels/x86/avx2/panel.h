@@ -88,8 +88,36 @@ typedef void (*nb_panel_decode_fn)(const uint8_t *w, size_t ws, int rows, int64_
 typedef void (*nb_panel_tokens_fn)(int T, const void *panel, int un, const uint8_t *a, size_t as, __m256 acc[][8],
                                    int first);
 
+/* Token t's results of a panel of `rows` rows (of R) at y, from its registers per `out`. */
+static inline __attribute__((always_inline)) void nb_panel_store(const __m256 acc[8], int out, int rows, int R, float *y) {
+    __m256 v[2];
+    if (out == NB_PANEL_ONE16) {
+        v[0] = acc[0];
+        v[1] = acc[1];
+    } else if (out == NB_PANEL_MINUS16) {
+        v[0] = _mm256_sub_ps(acc[0], acc[2]);
+        v[1] = _mm256_sub_ps(acc[1], acc[3]);
+    } else
+        v[0] = out == NB_PANEL_TREE    ? nb_panel_reduce(acc)
+               : out == NB_PANEL_PAIRS ? nb_panel_reduce_pairs(acc)
+               : out == NB_PANEL_ONE   ? acc[0]
+                                       : _mm256_sub_ps(acc[0], acc[1]);
+    if (rows == R) { /* stores, not a call to memcpy per token */
+        _mm256_storeu_ps(y, v[0]);
+        if (R > NB_PANEL_R) _mm256_storeu_ps(y + NB_PANEL_R, v[1]);
+    } else {
+        float part[2 * NB_PANEL_R];
+        _mm256_storeu_ps(part, v[0]);
+        if (R > NB_PANEL_R) _mm256_storeu_ps(part + NB_PANEL_R, v[1]);
+        memcpy(y, part, sizeof(float) * (size_t)rows);
+    }
+}
+
 /* nr rows x nt tokens of nu units, chunk units per panel, unit_bytes activation bytes per unit,
- * out one of NB_PANEL_TREE, _ONE, _MINUS, _PAIRS (8 rows per panel) or _ONE16, _MINUS16 (16). */
+ * out one of NB_PANEL_TREE, _ONE, _MINUS, _PAIRS (8 rows per panel) or _ONE16, _MINUS16 (16).
+ * A token group's results are stored as soon as its last chunk is done: each token's row of y
+ * is a line of its own, rarely in cache, and storing the whole block's 256 at the end stalled
+ * on the misses (8 % of a Q4_K GEMM); between the groups' products they overlap. */
 static inline __attribute__((always_inline)) void nb_panel_gemm(nb_panel_decode_fn decode, nb_panel_tokens_fn tokens,
                                                                 void *panel, int chunk, size_t unit_bytes, int out,
                                                                 int64_t nu, const uint8_t *w, size_t ws,
@@ -102,13 +130,14 @@ static inline __attribute__((always_inline)) void nb_panel_gemm(nb_panel_decode_
         for (int64_t t0 = 0; t0 < nt; t0 += NB_PANEL_T) {
             const int tn = nt - t0 < NB_PANEL_T ? (int)(nt - t0) : NB_PANEL_T;
             for (int64_t u0 = 0; u0 < nu; u0 += chunk) {
-                const int un = nu - u0 < chunk ? (int)(nu - u0) : chunk;
+                const int un = nu - u0 < chunk ? (int)(nu - u0) : chunk, last = u0 + un == nu;
                 /* a row that fits one chunk is decoded once for all tokens */
                 if (nu > chunk || t0 == 0) decode(w + (size_t)r0 * ws, ws, rows, u0, un, panel);
                 const uint8_t *au = a + (size_t)t0 * as + (size_t)u0 * unit_bytes;
                 for (int t = 0; t < tn; t += NB_PANEL_G) {
                     const uint8_t *at = au + (size_t)t * as;
-                    switch (tn - t < NB_PANEL_G ? tn - t : NB_PANEL_G) {
+                    const int g = tn - t < NB_PANEL_G ? tn - t : NB_PANEL_G;
+                    switch (g) {
                     case 1: tokens(1, panel, un, at, as, acc + t, u0 == 0); break;
                     case 2: tokens(2, panel, un, at, as, acc + t, u0 == 0); break;
                     case 3: tokens(3, panel, un, at, as, acc + t, u0 == 0); break;
@@ -120,30 +149,7 @@ static inline __attribute__((always_inline)) void nb_panel_gemm(nb_panel_decode_
 #endif
                     default: tokens(NB_PANEL_G, panel, un, at, as, acc + t, u0 == 0);
                     }
-                }
-            }
-            for (int t = 0; t < tn; t++) {
-                __m256 v[2];
-                if (out == NB_PANEL_ONE16) {
-                    v[0] = acc[t][0];
-                    v[1] = acc[t][1];
-                } else if (out == NB_PANEL_MINUS16) {
-                    v[0] = _mm256_sub_ps(acc[t][0], acc[t][2]);
-                    v[1] = _mm256_sub_ps(acc[t][1], acc[t][3]);
-                } else
-                    v[0] = out == NB_PANEL_TREE    ? nb_panel_reduce(acc[t])
-                           : out == NB_PANEL_PAIRS ? nb_panel_reduce_pairs(acc[t])
-                           : out == NB_PANEL_ONE   ? acc[t][0]
-                                                   : _mm256_sub_ps(acc[t][0], acc[t][1]);
-                float *yt = y + (size_t)(t0 + t) * ldy + r0;
-                if (rows == R) { /* stores, not a call to memcpy per token */
-                    _mm256_storeu_ps(yt, v[0]);
-                    if (R > NB_PANEL_R) _mm256_storeu_ps(yt + NB_PANEL_R, v[1]);
-                } else {
-                    float part[2 * NB_PANEL_R];
-                    _mm256_storeu_ps(part, v[0]);
-                    if (R > NB_PANEL_R) _mm256_storeu_ps(part + NB_PANEL_R, v[1]);
-                    memcpy(yt, part, sizeof(float) * (size_t)rows);
+                    for (int j = t; last && j < t + g; j++) nb_panel_store(acc[j], out, rows, R, y + (size_t)(t0 + j) * ldy + r0);
                 }
             }
         }
