@@ -420,6 +420,19 @@ static void scores_finish(const nb_ctx *c, int il, float *s, int nk, int p0, int
     }
 }
 
+/* The cells row t (of sequence sq) reads in attend_one: n from lo32, or all of a ring that has
+ * wrapped (a cell holds a position no longer). */
+typedef struct cell_span {
+    int lo32, n, wrapped;
+} cell_span;
+static cell_span attend_cells(const batch *b, const seq *sq, int t) {
+    const nb_ctx *c = sq->c;
+    const int pos = c->pos + t - sq->row0, cells = nb_kv_cells(&c->kv, b->il);
+    if (c->kv.ring[b->il] && c->pos + sq->n > cells) return (cell_span){0, cells, 1};
+    const int lo32 = window_lo(c, b->il, pos) & ~31;
+    return (cell_span){lo32, ((pos + 32) & ~31) - lo32, 0}; /* pos < n_cells */
+}
+
 /* Unfused attention (llama.cpp's order) of token t's query heads of kv head g: scores = K q
  * (nb_matmul over the cached keys, the G query heads as activation rows), softmax, out = V^T p.
  * With F16 cells the queries and the probabilities are rounded to fp16 first, as llama.cpp does
@@ -438,8 +451,8 @@ static void attend_one(const batch *b, const seq *sq, nb_pool *pool, int t, int 
     const int cells = nb_kv_cells(kv, il);
     float *scores = scratch, *qr = scratch + (size_t)G * kv->n_cells;
     const int lo = window_lo(c, il, pos);
-    const int wrapped = kv->ring[il] && c->pos + sq->n > cells; /* cell = position no longer */
-    const int lo32 = wrapped ? 0 : lo & ~31, nk = wrapped ? cells : ((pos + 32) & ~31) - lo32; /* pos < n_cells */
+    const cell_span sp = attend_cells(b, sq, t);
+    const int lo32 = sp.lo32, nk = sp.n;
     const float *q = b->a->q + ((size_t)t * HQ + (size_t)g * G) * D;
     const nb_route vec = sq->n == 1 ? NB_ROUTE_VEC : NB_ROUTE_QUANT;
     if (kv->type_k == NB_TYPE_F16) {
@@ -451,7 +464,7 @@ static void attend_one(const batch *b, const seq *sq, nb_pool *pool, int t, int 
                  kv->type_k == NB_TYPE_F16 ? vec : NB_ROUTE_QUANT);
     for (int r = 0; r < G; r++) {
         float *s = scores + (size_t)r * nk, mx = -INFINITY;
-        scores_finish(c, il, s, nk, lo32, lo, pos, wrapped);
+        scores_finish(c, il, s, nk, lo32, lo, pos, sp.wrapped);
         for (int j = 0; j < nk; j++) mx = s[j] > mx ? s[j] : mx;
         const float inv = (float)(1.0 / nb_softmax_exp(s, s, nk, mx));
         for (int j = 0; j < nk; j++) s[j] *= inv;
@@ -619,21 +632,35 @@ static nb_status attend_fused(batch *b) {
     return s;
 }
 
-/* The work items (row, kv head) split evenly over the threads, chunk i on thread i with its own
- * slice of the row's context's scratch (every context of a batch shares the pool, so each has a
- * slice per thread), each product on that thread. */
+/* The work items (row, kv head) split over the threads by their cells, chunk i on thread i with
+ * its own slice of the row's context's scratch (every context of a batch shares the pool, so each
+ * has a slice per thread), each product on that thread. In a prompt a row sees one more key than
+ * the row before it: an even split by rows left the second of 2 threads 3/4 of the work. */
 static void attend_chunk(void *arg, int64_t i0, int64_t i1) {
     const batch *b = arg;
     const nb_model_info *in = &b->a->m->info;
     const int HK = in->n_head_kv;
-    const int64_t T = nb_pool_threads(b->a->pool), W = (int64_t)b->n * HK;
-    for (int64_t i = i0; i < i1; i++) {
-        const seq *sq = seq_of(b, 0, i * W / T / HK);
-        for (int64_t w = i * W / T; w < (i + 1) * W / T; w++) {
-            sq = seq_of(b, (int)(sq - b->s), w / HK);
-            float *scratch = sq->c->scores + (size_t)i * ATT_SCRATCH(in->n_head / HK, sq->c->kv.n_cells, in->head_dim);
-            attend_one(b, sq, NULL, (int)(w / HK), (int)(w % HK), scratch);
+    const int64_t T = nb_pool_threads(b->a->pool);
+    int64_t total = 0; /* cells of every row, plus a row's fixed share (its rounding and softmax setup) */
+    const seq *sq = b->s;
+    for (int t = 0; t < b->n; t++) {
+        sq = seq_of(b, (int)(sq - b->s), t);
+        total += attend_cells(b, sq, t).n + 32;
+    }
+    int64_t done = 0;
+    sq = b->s;
+    for (int t = 0; t < b->n; t++) {
+        sq = seq_of(b, (int)(sq - b->s), t);
+        const int64_t w = attend_cells(b, sq, t).n + 32;
+        for (int g = 0; g < HK; g++) {
+            /* item (t, g) goes to the chunk that holds the middle of its cost on the line of all */
+            const int64_t mid = done * HK + (int64_t)g * w + w / 2, i = mid * T / (total * HK);
+            if (i >= i0 && i < i1) {
+                float *scratch = sq->c->scores + (size_t)i * ATT_SCRATCH(in->n_head / HK, sq->c->kv.n_cells, in->head_dim);
+                attend_one(b, sq, NULL, t, g, scratch);
+            }
         }
+        done += w;
     }
 }
 
