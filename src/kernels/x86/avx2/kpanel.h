@@ -126,7 +126,7 @@ static inline __attribute__((always_inline)) void q6_tokens(int T, const void *p
 static inline void q6_panel_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
                                  int64_t nt, float *y, size_t ldy) {
     q6_panel p;
-    nb_panel_gemm(q6_decode, q6_tokens, &p, KB, sizeof(nb_block_q6_k), sizeof(nb_block_q8_k), NB_PANEL_ONE, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);
+    nb_panel_gemm(q6_decode, q6_tokens, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_ONE, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);
 }
 
 /* Q4_K panel: KB blocks of 8 rows, the codes unsigned (0..15, taken as they are), each
@@ -264,7 +264,7 @@ static inline __attribute__((always_inline)) void q4k_tokens(int T, const void *
 static inline void q4k_panel_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
                                   int64_t nt, float *y, size_t ldy) {
     q4k_panel p;
-    nb_panel_gemm(q4k_decode, q4k_tokens, &p, KB, sizeof(nb_block_q4_k), sizeof(nb_block_q8_k), NB_PANEL_MINUS, n / NB_QK_K, w, ws, a, as, nr,
+    nb_panel_gemm(q4k_decode, q4k_tokens, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_MINUS, n / NB_QK_K, w, ws, a, as, nr,
                   nt, y, ldy);
 }
 

@@ -113,37 +113,16 @@ static inline __attribute__((always_inline)) void nb_panel_store(const __m256 ac
     }
 }
 
-/* The weights the driver decodes next, to be prefetched while the current chunk's tokens run:
- * `rows` rows ws bytes apart from w, `bytes` from each row's start, taken as lines of 64 bytes. */
-typedef struct {
-    const uint8_t *w;
-    size_t ws, bytes;
-    int rows;
-    int64_t lines;
-} nb_panel_next;
-
-/* Lines [l0, l1) of the next chunk into L2. A chunk's rows are short runs (a few blocks each, ws
- * apart) that the hardware prefetcher meets cold, so the decoder's first touch of them waited on
- * memory (Q4_K on 16 rows: 11 % of a prefill, perf, an Intel host); spread over the token groups
- * of the chunk before, the misses overlap its products. */
-static inline void nb_panel_prefetch(const nb_panel_next *n, int64_t l0, int64_t l1) {
-    const int64_t per_row = (int64_t)((n->bytes + 63) / 64);
-    for (int64_t l = l0; l < l1; l++)
-        _mm_prefetch((const char *)(n->w + (size_t)(l / per_row) * n->ws + (size_t)(l % per_row) * 64), _MM_HINT_T1);
-}
-
-/* nr rows x nt tokens of nu units, chunk units per panel, wunit weight bytes and unit_bytes
- * activation bytes per unit, out one of NB_PANEL_TREE, _ONE, _MINUS, _PAIRS (8 rows per panel) or
- * _ONE16, _MINUS16 (16). A token group's results are stored as soon as its last chunk is done:
- * each token's row of y is a line of its own, rarely in cache, and storing the whole block's 256
- * at the end stalled on the misses (8 % of a Q4_K GEMM); between the groups' products they
- * overlap. So do the next chunk's weights' misses (nb_panel_prefetch). */
+/* nr rows x nt tokens of nu units, chunk units per panel, unit_bytes activation bytes per unit,
+ * out one of NB_PANEL_TREE, _ONE, _MINUS, _PAIRS (8 rows per panel) or _ONE16, _MINUS16 (16).
+ * A token group's results are stored as soon as its last chunk is done: each token's row of y
+ * is a line of its own, rarely in cache, and storing the whole block's 256 at the end stalled
+ * on the misses (8 % of a Q4_K GEMM); between the groups' products they overlap. */
 static inline __attribute__((always_inline)) void nb_panel_gemm(nb_panel_decode_fn decode, nb_panel_tokens_fn tokens,
-                                                                void *panel, int chunk, size_t wunit,
-                                                                size_t unit_bytes, int out, int64_t nu,
-                                                                const uint8_t *w, size_t ws, const uint8_t *a,
-                                                                size_t as, int64_t nr, int64_t nt, float *y,
-                                                                size_t ldy) {
+                                                                void *panel, int chunk, size_t unit_bytes, int out,
+                                                                int64_t nu, const uint8_t *w, size_t ws,
+                                                                const uint8_t *a, size_t as, int64_t nr, int64_t nt,
+                                                                float *y, size_t ldy) {
     __m256 acc[NB_PANEL_T][8];
     const int R = out >= NB_PANEL_ONE16 ? 2 * NB_PANEL_R : NB_PANEL_R;
     for (int64_t r0 = 0; r0 < nr; r0 += R) {
@@ -154,22 +133,10 @@ static inline __attribute__((always_inline)) void nb_panel_gemm(nb_panel_decode_
                 const int un = nu - u0 < chunk ? (int)(nu - u0) : chunk, last = u0 + un == nu;
                 /* a row that fits one chunk is decoded once for all tokens */
                 if (nu > chunk || t0 == 0) decode(w + (size_t)r0 * ws, ws, rows, u0, un, panel);
-                /* what is decoded next: this row panel's next chunk, its first again for the next
-                 * token block (when it has several chunks), or the next row panel's first */
-                int64_t nr0 = r0, nu0 = u0 + un;
-                if (last) nu0 = 0, nr0 = t0 + tn < nt ? (nu > chunk ? r0 : nr) : r0 + R;
-                nb_panel_next nx = {w + (size_t)nr0 * ws + (size_t)nu0 * wunit, ws, 0, 0, 0};
-                if (nr0 < nr) {
-                    nx.bytes = (size_t)(nu - nu0 < chunk ? nu - nu0 : chunk) * wunit;
-                    nx.rows = nr - nr0 < R ? (int)(nr - nr0) : R;
-                    nx.lines = (int64_t)nx.rows * (int64_t)((nx.bytes + 63) / 64);
-                }
-                const int groups = (tn + NB_PANEL_G - 1) / NB_PANEL_G;
                 const uint8_t *au = a + (size_t)t0 * as + (size_t)u0 * unit_bytes;
                 for (int t = 0; t < tn; t += NB_PANEL_G) {
                     const uint8_t *at = au + (size_t)t * as;
-                    const int g = tn - t < NB_PANEL_G ? tn - t : NB_PANEL_G, k = t / NB_PANEL_G;
-                    nb_panel_prefetch(&nx, nx.lines * k / groups, nx.lines * (k + 1) / groups);
+                    const int g = tn - t < NB_PANEL_G ? tn - t : NB_PANEL_G;
                     switch (g) {
                     case 1: tokens(1, panel, un, at, as, acc + t, u0 == 0); break;
                     case 2: tokens(2, panel, un, at, as, acc + t, u0 == 0); break;

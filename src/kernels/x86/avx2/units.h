@@ -645,8 +645,8 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
                                 int64_t nt, float *y, size_t ldy) {                                          \
         if (nt >= PANEL_MIN_TOKENS) {                                                                         \
             panel p;                                                                                          \
-            nb_panel_gemm(panel_decode_##ty, panel_tokens_##tok, &p, PU, ty##_unit_bytes, sizeof(nb_block_##ab), \
-                          out, n / 32, w, ws, a, as, nr, nt, y, ldy);                                         \
+            nb_panel_gemm(panel_decode_##ty, panel_tokens_##tok, &p, PU, sizeof(nb_block_##ab), out, n / 32,  \
+                          w, ws, a, as, nr, nt, y, ldy);                                                      \
         } else                                                                                                \
             nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                        \
     }                                                                                                         \
@@ -663,8 +663,8 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
     void nb_mm_##ty##_block_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,  \
                                   int64_t nt, float *y, size_t ldy) {                                         \
         panel p;                                                                                              \
-        nb_panel_gemm(panel_decode_##ty##b, panel_tokens_##tok, &p, PU, ty##_unit_bytes, sizeof(nb_block_##ab), \
-                      NB_PANEL_ONE, n / 32, w, ws, a, as, nr, nt, y, ldy);                                    \
+        nb_panel_gemm(panel_decode_##ty##b, panel_tokens_##tok, &p, PU, sizeof(nb_block_##ab), NB_PANEL_ONE,  \
+                      n / 32, w, ws, a, as, nr, nt, y, ldy);                                                  \
     }
 /* The kernel of NVFP4: its tiles TILE for every token count (the panels take one scale per unit
  * and row, and the contract's 8 lanes). */

@@ -335,7 +335,7 @@ static inline __attribute__((always_inline)) void q4k_tokens16(int T, const void
 static void q4k_panel16_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
                              float *y, size_t ldy) {
     q4k_panel16 p;
-    nb_panel_gemm(q4k_decode16, q4k_tokens16, &p, KB, sizeof(nb_block_q4_k), sizeof(nb_block_q8_k), NB_PANEL_MINUS16, n / NB_QK_K, w, ws, a, as,
+    nb_panel_gemm(q4k_decode16, q4k_tokens16, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_MINUS16, n / NB_QK_K, w, ws, a, as,
                   nr, nt, y, ldy);
 }
 
@@ -410,7 +410,7 @@ static inline __attribute__((always_inline)) void q6_tokens16(int T, const void 
 static void q6_panel16_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
                             float *y, size_t ldy) {
     q6_panel16 p;
-    nb_panel_gemm(q6_decode16, q6_tokens16, &p, KB, sizeof(nb_block_q6_k), sizeof(nb_block_q8_k), NB_PANEL_ONE16, n / NB_QK_K, w, ws, a, as, nr,
+    nb_panel_gemm(q6_decode16, q6_tokens16, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_ONE16, n / NB_QK_K, w, ws, a, as, nr,
                   nt, y, ldy);
 }
 

@@ -83,9 +83,9 @@ static inline __attribute__((always_inline)) void panel16_tokens(int nsh, int sp
     for (int t = 0; t < T; t++) _mm512_storeu_ps((float *)acc[t], c[t]);
 }
 
-/* nb_mm_##name##_avx512 on the 16-row panels: codes by dec (units of ub bytes), offset 128 >> nsh,
- * NVFP4's halves with split: NB_ROUTE_BLOCK's kernels, and MXFP4's own order. */
-#define PANEL16(name, dec, ub, nsh, split)                                                                          \
+/* nb_mm_##name##_avx512 on the 16-row panels: codes by dec, offset 128 >> nsh, NVFP4's halves
+ * with split: NB_ROUTE_BLOCK's kernels, and MXFP4's own order. */
+#define PANEL16(name, dec, nsh, split)                                                                            \
     static void decode_##name(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *p) {               \
         panel16_decode(dec, w, ws, rows, u0, un, p);                                                             \
     }                                                                                                            \
@@ -97,14 +97,14 @@ static inline __attribute__((always_inline)) void panel16_tokens(int nsh, int sp
     void nb_mm_##name##_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,        \
                                int64_t nt, float *y, size_t ldy) {                                               \
         panel16 p;                                                                                               \
-        nb_panel_gemm(decode_##name, tokens_##name, &p, PU, ub, sizeof(nb_block_q8_0x), NB_PANEL_ONE16, n / 32, w, \
-                      ws, a, as, nr, nt, y, ldy);                                                                \
+        nb_panel_gemm(decode_##name, tokens_##name, &p, PU, sizeof(nb_block_q8_0x), NB_PANEL_ONE16, n / 32, w, ws, \
+                      a, as, nr, nt, y, ldy);                                                                    \
     }
-PANEL16(q4_0_block, dec_q4_0u, q4_0_unit_bytes, q4_0_nsh, 0)
-PANEL16(q5_0_block, dec_q5_0u, q5_0_unit_bytes, q5_0_nsh, 0)
-PANEL16(q8_0_block, dec_q8_0u, q8_0_unit_bytes, 0, 0)
-PANEL16(nvfp4_block, dec_nvfp4, nvfp4_unit_bytes, 3, 1)
-PANEL16(mxfp4_panel, dec_mxfp4, mxfp4_unit_bytes, 3, 0)
+PANEL16(q4_0_block, dec_q4_0u, q4_0_nsh, 0)
+PANEL16(q5_0_block, dec_q5_0u, q5_0_nsh, 0)
+PANEL16(q8_0_block, dec_q8_0u, 0, 0)
+PANEL16(nvfp4_block, dec_nvfp4, 3, 1)
+PANEL16(mxfp4_panel, dec_mxfp4, 3, 0)
 
 /* ---- The 8-lane contract (Q4_0, Q5_0, Q8_0) on 512-bit panels, from PANEL_MIN_TOKENS ---- */
 
@@ -189,8 +189,8 @@ static inline __attribute__((always_inline)) void zpanel_tokens(int T, const voi
     void nb_mm_##ty##_panel_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,     \
                                    int64_t nt, float *y, size_t ldy) {                                            \
         zpanel p;                                                                                                 \
-        nb_panel_gemm(zpanel_decode_##ty, zpanel_tokens, &p, PU, ty##_unit_bytes, sizeof(nb_block_q8_0x),         \
-                      NB_PANEL_PAIRS, n / 32, w, ws, a, as, nr, nt, y, ldy);                                      \
+        nb_panel_gemm(zpanel_decode_##ty, zpanel_tokens, &p, PU, sizeof(nb_block_q8_0x), NB_PANEL_PAIRS, n / 32, w, \
+                      ws, a, as, nr, nt, y, ldy);                                                                 \
     }
 ZPANEL(q4_0, dec_q4_0u, q4_0_nsh)
 ZPANEL(q5_0, dec_q5_0u, q5_0_nsh)
