@@ -130,10 +130,13 @@ struct nb_ctx {
     size_t arena_bytes;          /* KV cache plus arena, allocated once */
 };
 
-/* Per-thread attention scratch. Unfused: G score rows of n_cells and G rounded queries. Fused: a
- * tile of FA_TOKENS tokens' G query heads (rows), their scores against FA_KEYS keys, their
- * accumulators and running maximum and sum. */
-#define ATT_SCRATCH(G, n_cells, D) ((size_t)(G) * (size_t)(n_cells) + (size_t)(G) * (size_t)(D))
+/* Per-thread attention scratch. Unfused: a block of T = ATT_TOKENS (at most n_batch) tokens' G
+ * query heads, their score rows of n_cells, and their rounded queries (then their outputs).
+ * Fused: a tile of FA_TOKENS tokens' G query heads (rows), their scores against FA_KEYS keys,
+ * their accumulators and running maximum and sum. */
+enum { ATT_TOKENS = 16 };
+#define ATT_SCRATCH(T, G, n_cells, D) ((size_t)(T) * (size_t)(G) * ((size_t)(n_cells) + (size_t)(D)))
+static int att_tokens(int n_batch) { return n_batch < ATT_TOKENS ? n_batch : ATT_TOKENS; }
 enum { FA_TOKENS = 16, FA_KEYS = 128, FA_SPLIT = 64, FA_PARTS = 8 };
 #define FA_SCRATCH(G, D) ((size_t)FA_TOKENS * (size_t)(G) * (2 * (size_t)(D) + FA_KEYS + 2))
 /* After the threads' scratch: a split decode's parts, per kv head FA_PARTS of G rows. */
@@ -181,7 +184,7 @@ static nb_status ctx_layout_of(const nb_model *m, const nb_ctx_params *p, int n_
         if (m->layers[il].wqkv.name && fused < Q + 2 * KV) fused = Q + 2 * KV;
         if (!m->layers[il].gate.name && fused < 2 * F) fused = 2 * F;
     }
-    const size_t att = l->fused ? FA_SCRATCH(G, D) : ATT_SCRATCH(G, l->kv.n_cells, D);
+    const size_t att = l->fused ? FA_SCRATCH(G, D) : ATT_SCRATCH(att_tokens(l->n_batch), G, l->kv.n_cells, D);
     const size_t floats[N_BUFS] = {B * E, B * E, B * Q, B * KV, B * KV, B * Q, B * E, B * F, B * F, B * fused,
                                    (size_t)n_threads * att + (l->fused ? FA_SLOTS(in->n_head_kv, G, D) : 0)};
     memcpy(l->floats, floats, sizeof floats);
@@ -420,7 +423,7 @@ static void scores_finish(const nb_ctx *c, int il, float *s, int nk, int p0, int
     }
 }
 
-/* The cells row t (of sequence sq) reads in attend_one: n from lo32, or all of a ring that has
+/* The cells row t (of sequence sq) attends to (attend_block): n from lo32, or all of a ring that has
  * wrapped (a cell holds a position no longer). */
 typedef struct cell_span {
     int lo32, n, wrapped;
@@ -433,45 +436,50 @@ static cell_span attend_cells(const batch *b, const seq *sq, int t) {
     return (cell_span){lo32, ((pos + 32) & ~31) - lo32, 0}; /* pos < n_cells */
 }
 
-/* Unfused attention (llama.cpp's order) of token t's query heads of kv head g: scores = K q
- * (nb_matmul over the cached keys, the G query heads as activation rows), softmax, out = V^T p.
- * With F16 cells the queries and the probabilities are rounded to fp16 first, as llama.cpp does
- * when it multiplies by F16 K and V. The sums follow llama.cpp's (x86 AVX2 build,
- * docs/BENCHMARKS.md "parity"): its products and softmax run over whole chunks of its cache cells
- * (8 and 32), masked cells weighing exactly 0, so the rows here are the cells lo32..hi32 around
- * the visible window lo..pos, rounded out to multiples of 32, the others masked (a ring that has
- * wrapped: all its cells, masked by the positions they hold); its exponential (nb_softmax_exp);
- * and, for a batch of one token, the F16 products in its single-row order (NB_ROUTE_VEC) where
- * batches use 8 lanes. scratch: ATT_SCRATCH floats. */
-static void attend_one(const batch *b, const seq *sq, nb_pool *pool, int t, int g, float *scratch) {
+/* Unfused attention (llama.cpp's order) of rows t0 .. t0+nt-1 (tokens of sequence sq) against
+ * kv head g: scores = K q (nb_matmul over the cached keys, the tokens' G query heads as activation
+ * rows), softmax, out = V^T p. With F16 cells the queries and the probabilities are rounded to
+ * fp16 first, as llama.cpp does when it multiplies by F16 K and V. The sums follow llama.cpp's
+ * (x86 AVX2 build, docs/BENCHMARKS.md "parity"): its products and softmax run over whole chunks
+ * of its cache cells (8 and 32), masked cells weighing exactly 0, so a row's cells are lo32..hi32
+ * around its visible window lo..pos, rounded out to multiples of 32, the others masked (a ring
+ * that has wrapped: all its cells, masked by the positions they hold); its exponential
+ * (nb_softmax_exp); and, for a batch of one token, the F16 products in its single-row order
+ * (NB_ROUTE_VEC) where batches use 8 lanes. The block's rows share one product of each kind over
+ * the cells of them all (the first row's lo32 to the last row's hi32): a score is its own dot
+ * whatever is computed beside it, and a row's probabilities outside its own cells are exact
+ * zeros, which leave each lane of its value sums as it was (the cells before its lo32 being a
+ * multiple of 32, every element keeps its lane). scratch: ATT_SCRATCH floats. */
+static void attend_block(const batch *b, const seq *sq, nb_pool *pool, int t0, int nt, int g, float *scratch) {
     const nb_ctx *c = sq->c;
     const nb_kv *kv = &c->kv;
     const nb_model_info *in = &c->m->info;
-    const int D = in->head_dim, HQ = in->n_head, G = HQ / in->n_head_kv, pos = c->pos + t - sq->row0, il = b->il;
-    const int cells = nb_kv_cells(kv, il);
-    float *scores = scratch, *qr = scratch + (size_t)G * kv->n_cells;
-    const int lo = window_lo(c, il, pos);
-    const cell_span sp = attend_cells(b, sq, t);
-    const int lo32 = sp.lo32, nk = sp.n;
-    const float *q = b->a->q + ((size_t)t * HQ + (size_t)g * G) * D;
+    const int D = in->head_dim, HQ = in->n_head, G = HQ / in->n_head_kv, il = b->il, R = nt * G;
+    const cell_span first = attend_cells(b, sq, t0), last = attend_cells(b, sq, t0 + nt - 1);
+    const int lo32 = first.lo32, nk = last.lo32 + last.n - lo32;
+    float *scores = scratch, *qr = scratch + (size_t)att_tokens(c->n_batch) * G * kv->n_cells;
     const nb_route vec = sq->n == 1 ? NB_ROUTE_VEC : NB_ROUTE_QUANT;
-    if (kv->type_k == NB_TYPE_F16) {
-        memcpy(qr, q, sizeof(float) * (size_t)G * D);
-        nb_round_fp16(qr, (int64_t)G * D);
-        q = qr;
-    }
-    nb_matmul_ex(pool, kv->type_k, nb_kv_k(kv, il, g) + (size_t)lo32 * kv->k_row, 0, nk, D, q, G, scores,
+    for (int i = 0; i < nt; i++)
+        memcpy(qr + (size_t)i * G * D, b->a->q + ((size_t)(t0 + i) * HQ + (size_t)g * G) * D, sizeof(float) * (size_t)G * D);
+    if (kv->type_k == NB_TYPE_F16) nb_round_fp16(qr, (int64_t)R * D);
+    nb_matmul_ex(pool, kv->type_k, nb_kv_k(kv, il, g) + (size_t)lo32 * kv->k_row, 0, nk, D, qr, R, scores,
                  kv->type_k == NB_TYPE_F16 ? vec : NB_ROUTE_QUANT);
-    for (int r = 0; r < G; r++) {
-        float *s = scores + (size_t)r * nk, mx = -INFINITY;
-        scores_finish(c, il, s, nk, lo32, lo, pos, sp.wrapped);
-        for (int j = 0; j < nk; j++) mx = s[j] > mx ? s[j] : mx;
-        const float inv = (float)(1.0 / nb_softmax_exp(s, s, nk, mx));
-        for (int j = 0; j < nk; j++) s[j] *= inv;
-        if (kv->type_v == NB_TYPE_F16) nb_round_fp16(s, nk);
+    for (int r = 0; r < R; r++) {
+        const int t = t0 + r / G, pos = c->pos + t - sq->row0;
+        const cell_span sp = attend_cells(b, sq, t);
+        float *row = scores + (size_t)r * nk, *s = row + (sp.lo32 - lo32), mx = -INFINITY;
+        scores_finish(c, il, s, sp.n, sp.lo32, window_lo(c, il, pos), pos, sp.wrapped);
+        for (int j = 0; j < sp.n; j++) mx = s[j] > mx ? s[j] : mx;
+        const float inv = (float)(1.0 / nb_softmax_exp(s, s, sp.n, mx));
+        for (int j = 0; j < sp.n; j++) s[j] *= inv;
+        if (kv->type_v == NB_TYPE_F16) nb_round_fp16(s, sp.n);
+        memset(row, 0, sizeof(float) * (size_t)(sp.lo32 - lo32));
+        memset(s + sp.n, 0, sizeof(float) * (size_t)(nk - (sp.lo32 - lo32) - sp.n));
     }
-    nb_matmul_ex(pool, kv->type_v, nb_kv_v(kv, il, g) + (size_t)lo32 * kv->v_row, (size_t)cells * kv->v_row, D, nk,
-                 scores, G, b->a->att + ((size_t)t * HQ + (size_t)g * G) * D, kv->type_v == NB_TYPE_F16 ? vec : NB_ROUTE_QUANT);
+    nb_matmul_ex(pool, kv->type_v, nb_kv_v(kv, il, g) + (size_t)lo32 * kv->v_row, (size_t)nb_kv_cells(kv, il) * kv->v_row,
+                 D, nk, scores, R, qr, kv->type_v == NB_TYPE_F16 ? vec : NB_ROUTE_QUANT);
+    for (int i = 0; i < nt; i++)
+        memcpy(b->a->att + ((size_t)(t0 + i) * HQ + (size_t)g * G) * D, qr + (size_t)i * G * D, sizeof(float) * (size_t)G * D);
 }
 
 /* ------------------------------------------------------------ fused attention */
@@ -632,36 +640,63 @@ static nb_status attend_fused(batch *b) {
     return s;
 }
 
-/* The work items (row, kv head) split over the threads by their cells, chunk i on thread i with
- * its own slice of the row's context's scratch (every context of a batch shares the pool, so each
- * has a slice per thread), each product on that thread. In a prompt a row sees one more key than
- * the row before it: an even split by rows left the second of 2 threads 3/4 of the work. */
-static void attend_chunk(void *arg, int64_t i0, int64_t i1) {
-    const batch *b = arg;
-    const nb_model_info *in = &b->a->m->info;
-    const int HK = in->n_head_kv;
-    const int64_t T = nb_pool_threads(b->a->pool);
-    int64_t total = 0; /* cells of every row, plus a row's fixed share (its rounding and softmax setup) */
-    const seq *sq = b->s;
-    for (int t = 0; t < b->n; t++) {
-        sq = seq_of(b, (int)(sq - b->s), t);
-        total += attend_cells(b, sq, t).n + 32;
-    }
-    int64_t done = 0;
-    sq = b->s;
-    for (int t = 0; t < b->n; t++) {
-        sq = seq_of(b, (int)(sq - b->s), t);
-        const int64_t w = attend_cells(b, sq, t).n + 32;
-        for (int g = 0; g < HK; g++) {
-            /* item (t, g) goes to the chunk that holds the middle of its cost on the line of all */
-            const int64_t mid = done * HK + (int64_t)g * w + w / 2, i = mid * T / (total * HK);
-            if (i >= i0 && i < i1) {
-                float *scratch = sq->c->scores + (size_t)i * ATT_SCRATCH(in->n_head / HK, sq->c->kv.n_cells, in->head_dim);
-                attend_one(b, sq, NULL, t, g, scratch);
-            }
+/* The unfused attention's work items: per sequence its blocks of up to att_tokens rows, each
+ * against each kv head. Calls fn(b, sq, t0, nt, cost, arg) for every block, cost its products'
+ * size (rows times cells, plus a fixed share per row: its rounding and softmax setup). */
+typedef void (*att_block_fn)(const batch *b, const seq *sq, int t0, int nt, int64_t cost, void *arg);
+static void att_blocks(const batch *b, att_block_fn fn, void *arg) {
+    for (int i = 0; i < b->n_seq; i++) {
+        const seq *sq = &b->s[i];
+        const int T = att_tokens(sq->c->n_batch);
+        for (int t0 = sq->row0; t0 < sq->row0 + sq->n; t0 += T) {
+            const int nt = sq->row0 + sq->n - t0 < T ? sq->row0 + sq->n - t0 : T;
+            const cell_span first = attend_cells(b, sq, t0), last = attend_cells(b, sq, t0 + nt - 1);
+            fn(b, sq, t0, nt, (int64_t)nt * (last.lo32 + last.n - first.lo32 + 32), arg);
         }
-        done += w;
     }
+}
+
+typedef struct att_job {
+    int64_t items, total, done; /* items; their cost; that of the items before the block at hand */
+    int64_t i0, i1;             /* the chunks this call runs */
+    nb_pool *pool;              /* the products' pool when one item runs at a time */
+} att_job;
+
+static void att_count(const batch *b, const seq *sq, int t0, int nt, int64_t cost, void *arg) {
+    (void)sq, (void)t0, (void)nt;
+    att_job *j = arg;
+    j->items += b->a->m->info.n_head_kv;
+    j->total += cost * b->a->m->info.n_head_kv;
+}
+
+/* A block's items (one per kv head) in chunk i of T, the chunk that holds the middle of the
+ * item's cost on the line of all items' costs: thread i runs them on scratch slice i of the
+ * block's context (every context of a batch shares the pool, so each has a slice per thread).
+ * In a prompt a row sees one more key than the row before it: an even split by count left the
+ * second of 2 threads 3/4 of the work. */
+static void att_run(const batch *b, const seq *sq, int t0, int nt, int64_t cost, void *arg) {
+    att_job *j = arg;
+    const nb_model_info *in = &b->a->m->info;
+    const int64_t T = nb_pool_threads(b->a->pool);
+    for (int g = 0; g < in->n_head_kv; g++) {
+        const int64_t i = j->pool ? 0 : (j->done + cost * g + cost / 2) * T / j->total;
+        if (i < j->i0 || i >= j->i1) continue;
+        const size_t slice = ATT_SCRATCH(att_tokens(sq->c->n_batch), in->n_head / in->n_head_kv, sq->c->kv.n_cells, in->head_dim);
+        attend_block(b, sq, j->pool, t0, nt, g, sq->c->scores + (size_t)i * slice);
+    }
+    j->done += cost * in->n_head_kv;
+}
+
+typedef struct att_task {
+    const batch *b;
+    att_job count; /* att_count's */
+} att_task;
+
+static void attend_chunk(void *arg, int64_t i0, int64_t i1) {
+    const att_task *k = arg;
+    att_job j = k->count;
+    j.i0 = i0, j.i1 = i1;
+    att_blocks(k->b, att_run, &j);
 }
 
 /* Attention for the batch, fused where the arena's context is (every context of a batch is: the
@@ -669,14 +704,12 @@ static void attend_chunk(void *arg, int64_t i0, int64_t i1) {
  * the whole pool; otherwise items are spread over the threads. */
 static nb_status attend(batch *b) {
     if (b->a->fused) return attend_fused(b);
-    const int HK = b->a->m->info.n_head_kv;
     nb_pool *pool = b->a->pool;
-    if ((int64_t)b->n * HK >= nb_pool_threads(pool)) return nb_pool_for(pool, nb_pool_threads(pool), 1, attend_chunk, b);
-    const seq *sq = b->s;
-    for (int w = 0; w < b->n * HK; w++) {
-        sq = seq_of(b, (int)(sq - b->s), w / HK);
-        attend_one(b, sq, pool, w / HK, w % HK, sq->c->scores);
-    }
+    att_task k = {b, {0}};
+    att_blocks(b, att_count, &k.count);
+    if (k.count.items >= nb_pool_threads(pool)) return nb_pool_for(pool, nb_pool_threads(pool), 1, attend_chunk, &k);
+    k.count.i1 = 1, k.count.pool = pool; /* chunk 0 runs everything, each product on the pool */
+    att_blocks(b, att_run, &k.count);
     return NB_OK;
 }
 

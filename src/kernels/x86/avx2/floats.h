@@ -9,6 +9,7 @@
  * kernels.h's mm_small: the same tiles, each output the same fma sequence).
  */
 #include "kernels/x86/avx2/avx2.h"
+#include "kernels/x86/avx2/panel.h"
 
 #define FL_RMAX 4
 #define FL_CAT(a, b) a##b
@@ -73,11 +74,127 @@ static inline __attribute__((always_inline)) void tile_float(load_fn ld, one_fn 
     {ty##_1x1, ty##_1x2, ty##_1x3, ty##_1x4, ty##_2x1, ty##_2x2, ty##_2x3, ty##_2x4,                          \
      ty##_3x1, ty##_3x2, ty##_3x3, ty##_3x4, ty##_4x1, ty##_4x2, ty##_4x3, ty##_4x4}
 #endif
+#if FL_TMAX == 4
+/*
+ * Many tokens in the AVX-512 set, on panels of 16 rows in 512-bit registers: the tiles' order, lane j of an output summing elements j, j + 8, ... by one fma each
+ * from +0, then nb_lane_sum's tree, but with the 8 lanes of the panel's rows held as 8 registers
+ * (dword r of lane register j: row r's lane j), so that one fma, the token's element broadcast
+ * from memory, serves every row of the panel, and the tree runs elementwise over the lane
+ * registers: no horizontal sums, and each weight is converted once per FL_PT tokens instead of
+ * once per tile. Attention's score and value products (F16 cells against 16 tokens' queries) are
+ * its users. Rows whose length is not a multiple of 8 take the tiles (their tail is added after
+ * the tree there). The same panels of 8 rows in 256-bit registers measured slower than AVX2's
+ * 4 x 2 tiles (bench_gemm, F16 on attention's shapes at 32 and 64 tokens: 0.75-0.85x), so the
+ * AVX2 set has none.
+ */
+#define FL_PR 16 /* rows per panel */
+#define FL_PG 8  /* tokens per register tile: 2 x 8 accumulators, two lanes at a time */
+typedef __m512 flv;
+static inline flv flv_zero(void) { return _mm512_setzero_ps(); }
+static inline flv flv_fma(flv a, float b, flv c) { return _mm512_fmadd_ps(a, _mm512_set1_ps(b), c); }
+static inline flv flv_add(flv a, flv b) { return _mm512_add_ps(a, b); }
+static inline void flv_store(float *y, flv v, int rows) { _mm512_mask_storeu_ps(y, (__mmask16)((1u << rows) - 1), v); }
+#define FL_PU 32 /* units of 8 elements per chunk: 16 KiB of panel */
+#define FL_PT 64 /* tokens whose lane sums are kept between chunks (32 KiB) */
+#define FL_PANEL_MIN 17 /* from here on (up to 16 tokens: the small-batch tiles) */
+typedef struct {
+    flv w[FL_PU][8]; /* [unit u][lane j] dword r: row r's element 8u + j */
+} fl_panel;
+
+/* Units u0 .. u0+un-1 of `rows` rows (of FL_PR; the others zero) into the panel, 8 rows at a time. */
+static inline void fl_decode(load_fn ld, const uint8_t *w, size_t ws, int rows, int64_t u0, int un, fl_panel *p) {
+    for (int u = 0; u < un; u++)
+        for (int h = 0; h < FL_PR / 8; h++) {
+            __m256i v[8];
+            for (int r = 0; r < 8; r++)
+                v[r] = 8 * h + r < rows ? _mm256_castps_si256(ld(w + (size_t)(8 * h + r) * ws, 8 * (u0 + u))) : _mm256_setzero_si256();
+            nb_transpose8(v); /* v[j] dword r: row 8h + r's element 8u + j */
+            for (int j = 0; j < 8; j++) {
+                __m256 *half = (__m256 *)&p->w[u][j] + h;
+                *half = _mm256_castsi256_ps(v[j]);
+            }
+        }
+}
+
+/* T tokens (floats, as bytes apart, from the chunk's first element) against the chunk: lane
+ * registers acc[t][j] continued, or started from +0 when first. */
+static inline __attribute__((always_inline)) void fl_tokens(int T, const fl_panel *p, int un, const uint8_t *a,
+                                                            size_t as, flv acc[][8], int first) {
+    #pragma GCC unroll 1
+    for (int j = 0; j < 8; j += 2) {
+        flv c0[FL_PG], c1[FL_PG];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            c0[t] = first ? flv_zero() : acc[t][j];
+            c1[t] = first ? flv_zero() : acc[t][j + 1];
+        }
+        for (int u = 0; u < un; u++) {
+            const flv w0 = p->w[u][j], w1 = p->w[u][j + 1];
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                const float *at = (const float *)(a + (size_t)t * as) + 8 * u + j;
+                c0[t] = flv_fma(w0, at[0], c0[t]);
+                c1[t] = flv_fma(w1, at[1], c1[t]);
+            }
+        }
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) acc[t][j] = c0[t], acc[t][j + 1] = c1[t];
+    }
+}
+
+/* nb_lane_sum's tree over the lane registers: the panel's rows' results, stored at y. */
+static inline void fl_store(const flv l[8], int rows, float *y) {
+    const flv s0 = flv_add(l[0], l[4]), s1 = flv_add(l[1], l[5]), s2 = flv_add(l[2], l[6]), s3 = flv_add(l[3], l[7]);
+    flv_store(y, flv_add(flv_add(s0, s2), flv_add(s1, s3)), rows);
+}
+
+static inline __attribute__((always_inline)) void fl_panel_gemm(load_fn ld, int64_t n, const uint8_t *w, size_t ws,
+                                                                const uint8_t *a, size_t as, int64_t nr, int64_t nt,
+                                                                float *y, size_t ldy) {
+    fl_panel p;
+    flv acc[FL_PT][8];
+    const int64_t nu = n / 8;
+    for (int64_t r0 = 0; r0 < nr; r0 += FL_PR) {
+        const int rows = nr - r0 < FL_PR ? (int)(nr - r0) : FL_PR;
+        for (int64_t t0 = 0; t0 < nt; t0 += FL_PT) {
+            const int tn = nt - t0 < FL_PT ? (int)(nt - t0) : FL_PT;
+            for (int64_t u0 = 0; u0 < nu; u0 += FL_PU) {
+                const int un = nu - u0 < FL_PU ? (int)(nu - u0) : FL_PU;
+                if (nu > FL_PU || t0 == 0) fl_decode(ld, w + (size_t)r0 * ws, ws, rows, u0, un, &p);
+                const uint8_t *au = a + (size_t)t0 * as + (size_t)u0 * 8 * sizeof(float);
+                for (int t = 0; t < tn; t += FL_PG) {
+                    const uint8_t *at = au + (size_t)t * as;
+                    switch (tn - t < FL_PG ? tn - t : FL_PG) {
+                    case 1: fl_tokens(1, &p, un, at, as, acc + t, u0 == 0); break;
+                    case 2: fl_tokens(2, &p, un, at, as, acc + t, u0 == 0); break;
+                    case 3: fl_tokens(3, &p, un, at, as, acc + t, u0 == 0); break;
+                    case 4: fl_tokens(4, &p, un, at, as, acc + t, u0 == 0); break;
+                    case 5: fl_tokens(5, &p, un, at, as, acc + t, u0 == 0); break;
+                    case 6: fl_tokens(6, &p, un, at, as, acc + t, u0 == 0); break;
+                    case 7: fl_tokens(7, &p, un, at, as, acc + t, u0 == 0); break;
+                    default: fl_tokens(FL_PG, &p, un, at, as, acc + t, u0 == 0);
+                    }
+                }
+            }
+            for (int t = 0; t < tn; t++) fl_store(acc[t], rows, y + (size_t)(t0 + t) * ldy + r0);
+        }
+    }
+}
+#define FL_GEMM(ty)                                                                                            \
+    if (nt >= FL_PANEL_MIN && n % 8 == 0) {                                                                    \
+        fl_panel_gemm(load_##ty, n, w, ws, a, as, nr, nt, y, ldy);                                             \
+        return;                                                                                                \
+    }
+#else
+#define FL_GEMM(ty)
+#endif
+
 #define FL_KERNEL(ty)                                                                                          \
     FL_TILES_R(ty, 1) FL_TILES_R(ty, 2) FL_TILES_R(ty, 3) FL_TILES_R(ty, 4)                                    \
     static const nb_avx2_tile_fn tiles_##ty[FL_RMAX * FL_TMAX] = FL_TABLE(ty);                                 \
     void FL_NAME(ty, FL_ISA)(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,         \
                              int64_t nt, float *y, size_t ldy) {                                              \
+        FL_GEMM(ty)                                                                                            \
         nb_avx2_tile_loop(tiles_##ty, FL_TMAX, n, w, ws, a, as, nr, nt, y, ldy);                               \
     }                                                                                                          \
     void FL_NAME(ty##_small, FL_ISA)(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, \
