@@ -4,7 +4,8 @@
  * body compiled twice: by float_avx2.c (16 registers: 2 tokens) and by x86/avx512/floats_avx512.c
  * (AVX-512VL's 32 registers: 4 tokens, so each weight vector is loaded and converted once per 4
  * tokens, as attention's 4 query heads per KV head want). Each output's accumulator takes the same
- * fma sequence in either, so both give the same bits. Before including, define FL_TMAX and FL_ISA
+ * fma sequence in either, so both give the same bits; from 17 tokens the AVX-512 set takes its
+ * 16-row panels (below), in the same order. Before including, define FL_TMAX and FL_ISA
  * (the suffix of the nb_mm_<type>_f32_<isa> entry points; nb_mm_<type>_small_f32_<isa> are their small batches,
  * kernels.h's mm_small: the same tiles, each output the same fma sequence).
  */
@@ -76,12 +77,12 @@ static inline __attribute__((always_inline)) void tile_float(load_fn ld, one_fn 
 #endif
 #if FL_TMAX == 4
 /*
- * Many tokens in the AVX-512 set, on panels of 16 rows in 512-bit registers: the tiles' order, lane j of an output summing elements j, j + 8, ... by one fma each
- * from +0, then nb_lane_sum's tree, but with the 8 lanes of the panel's rows held as 8 registers
- * (dword r of lane register j: row r's lane j), so that one fma, the token's element broadcast
- * from memory, serves every row of the panel, and the tree runs elementwise over the lane
- * registers: no horizontal sums, and each weight is converted once per FL_PT tokens instead of
- * once per tile. Attention's score and value products (F16 cells against 16 tokens' queries) are
+ * Many tokens in the AVX-512 set (FL_TMAX 4), on panels of 16 rows in 512-bit registers: the
+ * tiles' order, lane j of an output summing elements j, j + 8, ... by one fma each from +0, then
+ * nb_lane_sum's tree, but with the 8 lanes of the panel's rows held as 8 registers (dword r of
+ * lane register j: row r's lane j), so that one fma, the token's element broadcast from memory,
+ * serves every row of the panel, and the tree runs elementwise over the lane registers: no
+ * horizontal sums, and each weight is converted once per FL_PT tokens instead of once per tile. Attention's score and value products (F16 cells against 16 tokens' queries) are
  * its users. Rows whose length is not a multiple of 8 take the tiles (their tail is added after
  * the tree there). The same panels of 8 rows in 256-bit registers measured slower than AVX2's
  * 4 x 2 tiles (bench_gemm, F16 on attention's shapes at 32 and 64 tokens: 0.75-0.85x), so the
@@ -89,22 +90,18 @@ static inline __attribute__((always_inline)) void tile_float(load_fn ld, one_fn 
  */
 #define FL_PR 16 /* rows per panel */
 #define FL_PG 8  /* tokens per register tile: 2 x 8 accumulators, two lanes at a time */
-typedef __m512 flv;
-static inline flv flv_zero(void) { return _mm512_setzero_ps(); }
-static inline flv flv_fma(flv a, float b, flv c) { return _mm512_fmadd_ps(a, _mm512_set1_ps(b), c); }
-static inline flv flv_add(flv a, flv b) { return _mm512_add_ps(a, b); }
-static inline void flv_store(float *y, flv v, int rows) { _mm512_mask_storeu_ps(y, (__mmask16)((1u << rows) - 1), v); }
 #define FL_PU 32 /* units of 8 elements per chunk: 16 KiB of panel */
 #define FL_PT 64 /* tokens whose lane sums are kept between chunks (32 KiB) */
 #define FL_PANEL_MIN 17 /* from here on (up to 16 tokens: the small-batch tiles) */
 typedef struct {
-    flv w[FL_PU][8]; /* [unit u][lane j] dword r: row r's element 8u + j */
+    __m512 w[FL_PU][8]; /* [unit u][lane j] dword r: row r's element 8u + j */
 } fl_panel;
 
-/* Units u0 .. u0+un-1 of `rows` rows (of FL_PR; the others zero) into the panel, 8 rows at a time. */
+/* Units u0 .. u0+un-1 of `rows` rows (of FL_PR; the others zero) into the panel, 8 rows at a time
+ * (nb_transpose8, panel.h). */
 static inline void fl_decode(load_fn ld, const uint8_t *w, size_t ws, int rows, int64_t u0, int un, fl_panel *p) {
     for (int u = 0; u < un; u++)
-        for (int h = 0; h < FL_PR / 8; h++) {
+        for (int h = 0; h < 2; h++) {
             __m256i v[8];
             for (int r = 0; r < 8; r++)
                 v[r] = 8 * h + r < rows ? _mm256_castps_si256(ld(w + (size_t)(8 * h + r) * ws, 8 * (u0 + u))) : _mm256_setzero_si256();
@@ -119,22 +116,22 @@ static inline void fl_decode(load_fn ld, const uint8_t *w, size_t ws, int rows, 
 /* T tokens (floats, as bytes apart, from the chunk's first element) against the chunk: lane
  * registers acc[t][j] continued, or started from +0 when first. */
 static inline __attribute__((always_inline)) void fl_tokens(int T, const fl_panel *p, int un, const uint8_t *a,
-                                                            size_t as, flv acc[][8], int first) {
+                                                            size_t as, __m512 acc[][8], int first) {
     #pragma GCC unroll 1
     for (int j = 0; j < 8; j += 2) {
-        flv c0[FL_PG], c1[FL_PG];
+        __m512 c0[FL_PG], c1[FL_PG];
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            c0[t] = first ? flv_zero() : acc[t][j];
-            c1[t] = first ? flv_zero() : acc[t][j + 1];
+            c0[t] = first ? _mm512_setzero_ps() : acc[t][j];
+            c1[t] = first ? _mm512_setzero_ps() : acc[t][j + 1];
         }
         for (int u = 0; u < un; u++) {
-            const flv w0 = p->w[u][j], w1 = p->w[u][j + 1];
+            const __m512 w0 = p->w[u][j], w1 = p->w[u][j + 1];
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
                 const float *at = (const float *)(a + (size_t)t * as) + 8 * u + j;
-                c0[t] = flv_fma(w0, at[0], c0[t]);
-                c1[t] = flv_fma(w1, at[1], c1[t]);
+                c0[t] = _mm512_fmadd_ps(w0, _mm512_set1_ps(at[0]), c0[t]);
+                c1[t] = _mm512_fmadd_ps(w1, _mm512_set1_ps(at[1]), c1[t]);
             }
         }
         #pragma GCC unroll 8
@@ -143,16 +140,17 @@ static inline __attribute__((always_inline)) void fl_tokens(int T, const fl_pane
 }
 
 /* nb_lane_sum's tree over the lane registers: the panel's rows' results, stored at y. */
-static inline void fl_store(const flv l[8], int rows, float *y) {
-    const flv s0 = flv_add(l[0], l[4]), s1 = flv_add(l[1], l[5]), s2 = flv_add(l[2], l[6]), s3 = flv_add(l[3], l[7]);
-    flv_store(y, flv_add(flv_add(s0, s2), flv_add(s1, s3)), rows);
+static inline void fl_store(const __m512 l[8], int rows, float *y) {
+    const __m512 s0 = _mm512_add_ps(l[0], l[4]), s1 = _mm512_add_ps(l[1], l[5]);
+    const __m512 s2 = _mm512_add_ps(l[2], l[6]), s3 = _mm512_add_ps(l[3], l[7]);
+    _mm512_mask_storeu_ps(y, (__mmask16)((1u << rows) - 1), _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3)));
 }
 
 static inline __attribute__((always_inline)) void fl_panel_gemm(load_fn ld, int64_t n, const uint8_t *w, size_t ws,
                                                                 const uint8_t *a, size_t as, int64_t nr, int64_t nt,
                                                                 float *y, size_t ldy) {
     fl_panel p;
-    flv acc[FL_PT][8];
+    __m512 acc[FL_PT][8];
     const int64_t nu = n / 8;
     for (int64_t r0 = 0; r0 < nr; r0 += FL_PR) {
         const int rows = nr - r0 < FL_PR ? (int)(nr - r0) : FL_PR;
