@@ -443,6 +443,12 @@ static cell_span attend_cells(const batch *b, const seq *sq, int t) {
     return (cell_span){lo32, ((pos + 32) & ~31) - lo32, 0}; /* pos < n_cells */
 }
 
+/* The cells of rows t0 .. t0+nt-1 together: from the first row's lo32 to the last row's end. */
+static cell_span block_cells(const batch *b, const seq *sq, int t0, int nt) {
+    const cell_span first = attend_cells(b, sq, t0), last = attend_cells(b, sq, t0 + nt - 1);
+    return (cell_span){first.lo32, last.lo32 + last.n - first.lo32, first.wrapped};
+}
+
 /* Unfused attention (llama.cpp's order) of rows t0 .. t0+nt-1 (tokens of sequence sq) against
  * kv head g: scores = K q (nb_matmul over the cached keys, the tokens' G query heads as activation
  * rows), softmax, out = V^T p. With F16 cells the queries and the probabilities are rounded to
@@ -463,8 +469,8 @@ static void attend_block(const batch *b, const seq *sq, nb_pool *pool, int t0, i
     const nb_kv *kv = &c->kv;
     const nb_model_info *in = &c->m->info;
     const int D = in->head_dim, HQ = in->n_head, G = HQ / in->n_head_kv, il = b->il, R = nt * G;
-    const cell_span first = attend_cells(b, sq, t0), last = attend_cells(b, sq, t0 + nt - 1);
-    const int lo32 = first.lo32, nk = last.lo32 + last.n - lo32;
+    const cell_span blk = block_cells(b, sq, t0, nt);
+    const int lo32 = blk.lo32, nk = blk.n;
     float *scores = scratch, *qr = scratch + (size_t)att_tokens(c->n_batch, G) * G * kv->n_cells;
     const nb_route vec = sq->n == 1 ? NB_ROUTE_VEC : NB_ROUTE_QUANT;
     for (int i = 0; i < nt; i++)
@@ -659,8 +665,7 @@ static void att_blocks(const batch *b, att_block_fn fn, void *arg) {
         const int T = att_tokens(sq->c->n_batch, G);
         for (int t0 = sq->row0; t0 < sq->row0 + sq->n; t0 += T) {
             const int nt = sq->row0 + sq->n - t0 < T ? sq->row0 + sq->n - t0 : T;
-            const cell_span first = attend_cells(b, sq, t0), last = attend_cells(b, sq, t0 + nt - 1);
-            fn(b, sq, t0, nt, (int64_t)nt * (last.lo32 + last.n - first.lo32 + 32), arg);
+            fn(b, sq, t0, nt, (int64_t)nt * (block_cells(b, sq, t0, nt).n + 32), arg);
         }
     }
 }
