@@ -1,12 +1,13 @@
 /*
  * test_kv.c: the KV cache's cell types and its fused attention's kernel.
  *
- * nb_attn_pv (the weighted sum of value rows) gives the reference's bits on every set, for every
- * cell type, head sizes and row counts around the tiles' edges, without touching rows past its
- * output; and it is the exact sum within float rounding. On the default model: what each cell
- * type costs in memory and in quality against F16 cells (KL over 256 positions of text, bounds
- * with room over what was measured), a window-sized ring's memory against keeping every position,
- * prompt reuse (nb_ctx_truncate) on a ring that moved on, and bad parameters refused by name.
+ * nb_attn_pv (the weighted sum of value rows) gives the reference's bits on every set the CPU runs
+ * (AVX2's and AVX-512's), for every cell type, head sizes and row counts around the tiles' edges,
+ * without touching rows past its output; and it is the exact sum within float rounding. On the
+ * default model: what each cell type costs in memory and in quality against F16 cells (KL over
+ * 256 positions of text, bounds with room over what was measured), a window-sized ring's memory
+ * against keeping every position, prompt reuse (nb_ctx_truncate) on a ring that moved on, and bad
+ * parameters refused by name.
  * The model tests skip (saying so) when it is absent; `make test` fetches it first.
  */
 #include <math.h>
@@ -33,7 +34,7 @@ TEST(attn_pv_matches_reference) {
     static const int types[] = {NB_TYPE_F32, NB_TYPE_F16, NB_TYPE_BF16, NB_TYPE_Q8_0, NB_TYPE_Q4_0};
     static const int dims[] = {32, 64, 96, 128, 256, 80, 40};
     static const int nks[] = {1, 7, 8, 9, 33, 130};
-    static const int rows_of[] = {1, 2, 3, 4, 5, 9, 64};
+    static const int rows_of[] = {1, 2, 3, 4, 5, 9, 13, 64};
     enum { MAXD = 256, MAXK = 130, MAXR = 64 };
     static float x[MAXK * MAXD], p[MAXR * MAXK], a[MAXR * MAXD + 8], b[MAXR * MAXD + 8], init[MAXR * MAXD];
     static uint8_t v[MAXK * MAXD * 4];
@@ -49,14 +50,19 @@ TEST(attn_pv_matches_reference) {
                     const int nk = nks[ki], R = rows_of[ri];
                     for (int i = 0; i < R * nk; i++) p[i] = 0.5f * (rnd() + 1);
                     for (int i = 0; i < R * D; i++) init[i] = rnd();
-                    memcpy(a, init, sizeof(float) * (size_t)R * D), memcpy(b, init, sizeof(float) * (size_t)R * D);
-                    for (int i = 0; i < 8; i++) a[R * D + i] = b[R * D + i] = NAN; /* past the output: untouched */
+                    memcpy(a, init, sizeof(float) * (size_t)R * D);
+                    for (int i = 0; i < 8; i++) a[R * D + i] = NAN; /* past the output: untouched */
                     nb_attn_pv_ref(t, v, row, nk, D, p, (size_t)nk, R, a);
-                    nb_attn_pv_avx2(t, v, row, nk, D, p, (size_t)nk, R, b);
-                    CHECK(!memcmp(a, b, sizeof(float) * (size_t)R * D), "%s D %d nk %d rows %d: avx2 differs from the reference",
-                          nb_type_name(t), D, nk, R);
-                    for (int i = 0; i < 8; i++) CHECK(isnan(b[R * D + i]), "%s D %d nk %d rows %d: wrote past the output",
-                                                      nb_type_name(t), D, nk, R);
+                    for (int isa = NB_ISA_AVX2; isa <= (int)nb_isa_best(); isa++) {
+                        const nb_act_set *set = nb_act_get((nb_isa)isa);
+                        memcpy(b, init, sizeof(float) * (size_t)R * D);
+                        for (int i = 0; i < 8; i++) b[R * D + i] = NAN;
+                        set->attn_pv(t, v, row, nk, D, p, (size_t)nk, R, b);
+                        CHECK(!memcmp(a, b, sizeof(float) * (size_t)R * D), "%s D %d nk %d rows %d: %s differs from the reference",
+                              nb_type_name(t), D, nk, R, set->name);
+                        for (int i = 0; i < 8; i++) CHECK(isnan(b[R * D + i]), "%s D %d nk %d rows %d: %s wrote past the output",
+                                                          nb_type_name(t), D, nk, R, set->name);
+                    }
                     float dec[MAXD];
                     double worst = 0;
                     for (int r = 0; r < R; r++)

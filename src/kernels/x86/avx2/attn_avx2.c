@@ -12,9 +12,8 @@
 
 enum { PV_KEYS = 8 };
 
-/* Row j of D elements to f32: F32 and F16 with vector loads and conversions, the blocks as d * q,
- * BF16 through the type table. */
-static void decode_row(int vtype, const uint8_t *src, float *dst, int D) {
+/* A value row of D elements to f32 (avx2.h). */
+void nb_attn_decode_row_avx2(int vtype, const uint8_t *src, float *dst, int D) {
     if (vtype == NB_TYPE_F32) {
         memcpy(dst, src, sizeof(float) * (size_t)D);
     } else if (vtype == NB_TYPE_F16) {
@@ -176,7 +175,7 @@ void nb_attn_pv_avx2(int vtype, const void *v, size_t vs, int nk, int D, const f
     float vf[PV_KEYS * NB_ATTN_MAX_D];
     for (int j0 = 0; j0 < nk; j0 += PV_KEYS) {
         const int n = nk - j0 < PV_KEYS ? nk - j0 : PV_KEYS;
-        for (int j = 0; j < n; j++) decode_row(vtype, (const uint8_t *)v + (size_t)(j0 + j) * vs, vf + (size_t)j * D, D);
+        for (int j = 0; j < n; j++) nb_attn_decode_row_avx2(vtype, (const uint8_t *)v + (size_t)(j0 + j) * vs, vf + (size_t)j * D, D);
         for (int r0 = 0; r0 < rows; r0 += 4) {
             const int R = rows - r0 < 4 ? rows - r0 : 4;
             const float *pr = p + (size_t)r0 * ldp + (size_t)j0;

@@ -130,6 +130,9 @@ void nb_avx2_tile_loop_small_kt(const nb_avx2_tile_fn *grp, const void *kt, size
                                 const nb_avx2_tile_fn *batch, int bmax, const nb_avx2_tile_fn *plain, int pmax,
                                 int64_t nbat, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
                                 int64_t nt, float *y, size_t ldy);
+/* Value row src of D elements (nb_attn_pv's types) to f32 at dst, exactly: F32 and F16 with vector
+ * loads and conversions, Q8_0 and Q4_0 as d * q, BF16 through the type table. */
+void nb_attn_decode_row_avx2(int vtype, const uint8_t *src, float *dst, int D);
 /* Float route of a block type: decode a block per row to an L1 stack buffer, FMA with f32. */
 void nb_mm_blocks_f32_avx2(int type, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 

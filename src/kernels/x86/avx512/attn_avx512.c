@@ -1,0 +1,62 @@
+/*
+ * attn_avx512.c: nb_attn_pv (api.h) with 512-bit registers for the fused attention's prefill
+ * (more than 4 rows, heads a multiple of 32): value rows decoded PV_KEYS at a time into f32
+ * (nb_attn_decode_row_avx2), then tiles of up to 8 output rows x 32 elements held in 16
+ * registers while the decoded rows go by: per row 2 loads, per output row a broadcast and 2 fma.
+ * Each element gets one fma per row in row order, as the reference and the AVX2 set, so the
+ * bits are the same (test_kv). Decode (a few rows) and other head sizes take the AVX2 set's path.
+ */
+#include "kernels/x86/avx512/avx512.h"
+
+enum { PV_KEYS = 16, PV_ROWS = 8 };
+
+/* acc rows 0..R-1, elements 0..31 (ld D apart), += p * vf over n decoded rows of D elements. */
+static inline __attribute__((always_inline)) void tile32(int R, const float *vf, int D, int n, const float *p,
+                                                         size_t ldp, float *acc) {
+    __m512 a[PV_ROWS][2];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        a[r][0] = _mm512_loadu_ps(acc + (size_t)r * D);
+        a[r][1] = _mm512_loadu_ps(acc + (size_t)r * D + 16);
+    }
+    for (int j = 0; j < n; j++) {
+        const __m512 v0 = _mm512_loadu_ps(vf + (size_t)j * D), v1 = _mm512_loadu_ps(vf + (size_t)j * D + 16);
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            const __m512 w = _mm512_set1_ps(p[(size_t)r * ldp + (size_t)j]);
+            a[r][0] = _mm512_fmadd_ps(w, v0, a[r][0]);
+            a[r][1] = _mm512_fmadd_ps(w, v1, a[r][1]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        _mm512_storeu_ps(acc + (size_t)r * D, a[r][0]);
+        _mm512_storeu_ps(acc + (size_t)r * D + 16, a[r][1]);
+    }
+}
+
+typedef void (*tile_fn)(const float *vf, int D, int n, const float *p, size_t ldp, float *acc);
+#define TILE(R)                                                                                                  \
+    static void tile32_##R(const float *vf, int D, int n, const float *p, size_t ldp, float *acc) {              \
+        tile32(R, vf, D, n, p, ldp, acc);                                                                        \
+    }
+TILE(1) TILE(2) TILE(3) TILE(4) TILE(5) TILE(6) TILE(7) TILE(8)
+static const tile_fn tiles[PV_ROWS] = {tile32_1, tile32_2, tile32_3, tile32_4, tile32_5, tile32_6, tile32_7, tile32_8};
+
+void nb_attn_pv_avx512(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows,
+                       float *acc) {
+    if (rows <= 4 || D % 32) {
+        nb_attn_pv_avx2(vtype, v, vs, nk, D, p, ldp, rows, acc);
+        return;
+    }
+    float vf[PV_KEYS * NB_ATTN_MAX_D];
+    for (int j0 = 0; j0 < nk; j0 += PV_KEYS) {
+        const int n = nk - j0 < PV_KEYS ? nk - j0 : PV_KEYS;
+        for (int j = 0; j < n; j++) nb_attn_decode_row_avx2(vtype, (const uint8_t *)v + (size_t)(j0 + j) * vs, vf + (size_t)j * D, D);
+        for (int r0 = 0; r0 < rows; r0 += PV_ROWS) {
+            const int R = rows - r0 < PV_ROWS ? rows - r0 : PV_ROWS;
+            for (int d = 0; d < D; d += 32)
+                tiles[R - 1](vf + d, D, n, p + (size_t)r0 * ldp + (size_t)j0, ldp, acc + (size_t)r0 * D + d);
+        }
+    }
+}
