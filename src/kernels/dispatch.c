@@ -15,7 +15,6 @@ float nb_e8m0_half_table[256];
 float nb_ue4m3_half_table[256];
 
 static nb_kernel merged[3][NB_KERNEL_TYPES];
-static nb_act_set act_avx512; /* AVX2's with the AVX-512 nb_attn_pv */
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void overlay(nb_kernel *dst, const nb_kernel *src) {
@@ -51,9 +50,6 @@ static void fill_tables(void) {
         nb_e8m0_half_table[i] = nb_e8m0_to_fp32_half((uint8_t)i);
         nb_ue4m3_half_table[i] = nb_ue4m3_to_fp32_half((uint8_t)i);
     }
-    act_avx512 = nb_act_avx2;
-    act_avx512.attn_pv = nb_attn_pv_avx512;
-    act_avx512.name = "avx512";
     int vnni = nb_cpu()->avx512vnni;
     for (int t = 0; t < NB_KERNEL_TYPES; t++) {
         merged[NB_ISA_REF][t] = nb_kernels_ref[t];
@@ -76,8 +72,7 @@ const nb_kernel *nb_kernel_get(nb_isa isa, int wtype) {
 
 const nb_act_set *nb_act_get(nb_isa isa) {
     if (isa > nb_isa_best()) isa = nb_isa_best();
-    nb_kernel_tables_init();
-    return isa >= NB_ISA_AVX512 ? &act_avx512 : isa >= NB_ISA_AVX2 ? &nb_act_avx2 : &nb_act_ref;
+    return isa >= NB_ISA_AVX512 ? &nb_act_avx512 : isa >= NB_ISA_AVX2 ? &nb_act_avx2 : &nb_act_ref;
 }
 
 void nb_round_fp16(float *x, int64_t n) { nb_act_get(nb_isa_active())->round_f16(x, n); }

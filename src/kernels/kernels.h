@@ -149,10 +149,10 @@ static inline void nb_rope_body(float *x, int heads, int D, int n_rot, const flo
             p[off] = fmaf(a, s, b * c);
         }
 }
-extern const nb_act_set nb_act_ref, nb_act_avx2;
+extern const nb_act_set nb_act_ref, nb_act_avx2, nb_act_avx512;
 void nb_act_q8_0_ref(const float *x, void *dst, int64_t n);
 /* nb_attn_pv: the reference (ref/attn_ref.c), AVX2's (x86/avx2/attn_avx2.c) and AVX-512's
- * (x86/avx512/attn_avx512.c; the AVX-512 set is AVX2's with it). */
+ * (x86/avx512/attn_avx512.c; nb_act_avx512 is AVX2's set with it). */
 #define NB_ATTN_MAX_D 1024 /* the longest head nb_attn_pv takes (model.h's NB_MAX_HEAD_DIM) */
 void nb_attn_pv_ref(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows, float *acc);
 void nb_attn_pv_avx2(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows, float *acc);

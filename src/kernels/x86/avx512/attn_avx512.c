@@ -52,7 +52,8 @@ void nb_attn_pv_avx512(int vtype, const void *v, size_t vs, int nk, int D, const
     float vf[PV_KEYS * NB_ATTN_MAX_D];
     for (int j0 = 0; j0 < nk; j0 += PV_KEYS) {
         const int n = nk - j0 < PV_KEYS ? nk - j0 : PV_KEYS;
-        for (int j = 0; j < n; j++) nb_attn_decode_row_avx2(vtype, (const uint8_t *)v + (size_t)(j0 + j) * vs, vf + (size_t)j * D, D);
+        for (int j = 0; j < n; j++)
+            nb_attn_decode_row_avx2(vtype, (const uint8_t *)v + (size_t)(j0 + j) * vs, vf + (size_t)j * D, D);
         for (int r0 = 0; r0 < rows; r0 += PV_ROWS) {
             const int R = rows - r0 < PV_ROWS ? rows - r0 : PV_ROWS;
             for (int d = 0; d < D; d += 32)
