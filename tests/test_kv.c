@@ -1,9 +1,10 @@
 /*
  * test_kv.c: the KV cache's cell types and its fused attention's kernel.
  *
- * nb_attn_pv (the weighted sum of value rows) gives the reference's bits on every set the CPU runs
- * (AVX2's and AVX-512's), for every cell type, head sizes and row counts around the tiles' edges,
- * without touching rows past its output; and it is the exact sum within float rounding. On the
+ * nb_attn_pv (the weighted sum of value rows) and nb_attn_qk (prefill's scores) give the
+ * reference's bits on every set the CPU runs (AVX2's and AVX-512's), for every cell type they
+ * take, head sizes and row counts around the tiles' edges, without touching memory past their
+ * outputs; and they are the exact sums within float rounding. On the
  * default model: what each cell type costs in memory and in quality against F16 cells (KL over
  * 256 positions of text, bounds with room over what was measured), a window-sized ring's memory
  * against keeping every position, prompt reuse (nb_ctx_truncate) on a ring that moved on, and bad
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/cpu.h"
+#include "kernels/api.h"
 #include "kernels/kernels.h"
 #include "nibble.h"
 #include "test.h"
@@ -75,6 +77,62 @@ TEST(attn_pv_matches_reference) {
                             worst = fmax(worst, fabs(s - a[r * D + d]) / (1 + fabs(s)));
                         }
                     CHECK(worst < 1e-5, "%s D %d nk %d rows %d: %g from the exact sum", nb_type_name(t), D, nk, R, worst);
+                }
+        }
+}
+
+/* nb_attn_qk against the reference on every set the CPU runs: every float cell type, head sizes
+ * (one not a multiple of 8: the reference's loop), key counts and row counts around the tiles'
+ * edges, the scores lds apart with the columns and rows past them untouched; and the exact dot
+ * within float rounding. */
+TEST(attn_qk_matches_reference) {
+    if (nb_isa_best() < NB_ISA_AVX2) SKIP("no AVX2");
+    static const int types[] = {NB_TYPE_F32, NB_TYPE_F16, NB_TYPE_BF16};
+    static const int dims[] = {8, 64, 96, 128, 256, 40, 12};
+    static const int nks[] = {1, 7, 16, 17, 31, 33, 130};
+    static const int rows_of[] = {1, 3, 4, 5, 8, 9, 13, 64};
+    enum { MAXD = 256, MAXK = 130, MAXR = 64, PAD = 3 };
+    static float x[MAXK * MAXD], q[MAXR * MAXD], qp[MAXR * MAXD], a[(MAXR + 1) * (MAXK + PAD)], b[(MAXR + 1) * (MAXK + PAD)];
+    static uint8_t k[MAXK * MAXD * 4];
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+            const int t = types[ti], D = dims[di];
+            size_t row;
+            CHECK(!nb_row_bytes(t, D, &row), "row bytes");
+            for (int i = 0; i < MAXK * D; i++) x[i] = 3 * rnd();
+            for (int j = 0; j < MAXK; j++) CHECK(!nb_quantize(t, x + (size_t)j * D, k + (size_t)j * row, D), "quantize");
+            for (size_t ki = 0; ki < sizeof nks / sizeof nks[0]; ki++)
+                for (size_t ri = 0; ri < sizeof rows_of / sizeof rows_of[0]; ri++) {
+                    const int nk = nks[ki], R = rows_of[ri];
+                    const size_t lds = (size_t)nk + PAD, n = (size_t)(R + 1) * lds;
+                    for (int i = 0; i < R * D; i++) q[i] = rnd();
+                    nb_attn_pack_q(q, R, D, qp);
+                    for (size_t i = 0; i < n; i++) a[i] = NAN;
+                    nb_attn_qk_ref(t, k, row, nk, D, qp, R, a, lds);
+                    for (int isa = NB_ISA_AVX2; isa <= (int)nb_isa_best(); isa++) {
+                        const nb_act_set *set = nb_act_get((nb_isa)isa);
+                        for (size_t i = 0; i < n; i++) b[i] = NAN;
+                        set->attn_qk(t, k, row, nk, D, qp, R, b, lds);
+                        int same = 1, outside = 1;
+                        for (size_t i = 0; i < n; i++) {
+                            const int in = (int)(i / lds) < R && i % lds < (size_t)nk;
+                            if (in) same &= !memcmp(&a[i], &b[i], sizeof(float));
+                            else outside &= isnan(b[i]);
+                        }
+                        CHECK(same, "%s D %d nk %d rows %d: %s differs from the reference", nb_type_name(t), D, nk, R, set->name);
+                        CHECK(outside, "%s D %d nk %d rows %d: %s wrote outside its scores", nb_type_name(t), D, nk, R, set->name);
+                    }
+                    float dec[MAXD];
+                    double worst = 0;
+                    for (int j = 0; j < nk; j++) {
+                        nb_dequantize(t, k + (size_t)j * row, dec, D);
+                        for (int r = 0; r < R; r++) {
+                            double e = 0, mag = 0;
+                            for (int d = 0; d < D; d++) e += (double)q[r * D + d] * dec[d], mag += fabs((double)q[r * D + d] * dec[d]);
+                            worst = fmax(worst, fabs(e - a[(size_t)r * lds + j]) / (1 + mag));
+                        }
+                    }
+                    CHECK(worst < 1e-5, "%s D %d nk %d rows %d: %g from the exact dot", nb_type_name(t), D, nk, R, worst);
                 }
         }
 }
@@ -210,6 +268,7 @@ TEST(bad_cache_parameters_refused) {
 
 int main(void) {
     RUN(attn_pv_matches_reference);
+    RUN(attn_qk_matches_reference);
     if (access(MODEL, R_OK) == 0 && nb_model_load(MODEL, &model)) printf("load: %s\n", nb_last_error());
     RUN(cell_types_memory_and_quality);
     RUN(window_sized_rings);

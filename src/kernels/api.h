@@ -56,6 +56,16 @@ void nb_rope(float *x, int heads, int D, int n_rot, const float *cs, int neox);
  * vtype (F32, F16, BF16, Q8_0, Q4_0; D <= 1024, whole blocks) at v + j*vs, decoded exactly, one
  * fma per row in row order: every set gives the same bits (tested). */
 void nb_attn_pv(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows, float *acc);
+/* The fused attention's scores of many query rows (prefill) with the active set: for r < rows,
+ * j < nk, s[r*lds + j] = the sum over d < D of q_r[d] * k_j[d], k_j the row of D elements of type
+ * ktype (F32, F16, BF16; D <= 1024) at k + j*ks, decoded exactly, one fma per element in element
+ * order from +0: every set gives the same bits (tested). The queries come packed by
+ * nb_attn_pack_q: q_r[d] = qp[(r / 8) * 8 * D + 8 * d + r % 8]. */
+void nb_attn_qk(int ktype, const void *k, size_t ks, int nk, int D, const float *qp, int rows, float *s, size_t lds);
+/* rows query rows of D floats (row r at q + r*D) into nb_attn_qk's packing at qp: groups of 8
+ * rows, element-major within a group, the last group's missing rows zero. NB_ATTN_QK_PACKED floats. */
+#define NB_ATTN_QK_PACKED(rows, D) ((size_t)(((rows) + 7) / 8 * 8) * (size_t)(D))
+void nb_attn_pack_q(const float *q, int rows, int D, float *qp);
 void nb_geglu(float *g, const float *u, int64_t n);
 
 /* The median and range of n figures (v is sorted in place), n >= 1. */

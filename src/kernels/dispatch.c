@@ -87,6 +87,9 @@ void nb_rope(float *x, int heads, int D, int n_rot, const float *cs, int neox) {
 void nb_attn_pv(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows, float *acc) {
     nb_act_get(nb_isa_active())->attn_pv(vtype, v, vs, nk, D, p, ldp, rows, acc);
 }
+void nb_attn_qk(int ktype, const void *k, size_t ks, int nk, int D, const float *qp, int rows, float *s, size_t lds) {
+    nb_act_get(nb_isa_active())->attn_qk(ktype, k, ks, nk, D, qp, rows, s, lds);
+}
 
 const char *nb_matmul_kernel_name(int wtype, nb_route route) {
     if (route != NB_ROUTE_QUANT && route != NB_ROUTE_F32 && route != NB_ROUTE_BLOCK) {

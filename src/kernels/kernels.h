@@ -133,6 +133,8 @@ typedef struct nb_act_set {
     void (*swiglu)(float *g, const float *u, int64_t n);                  /* nb_swiglu */
     void (*attn_pv)(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows,
                     float *acc);                                          /* nb_attn_pv */
+    void (*attn_qk)(int ktype, const void *k, size_t ks, int nk, int D, const float *qp, int rows, float *s,
+                    size_t lds);                                          /* nb_attn_qk */
     void (*rope)(float *x, int heads, int D, int n_rot, const float *cs, int neox); /* nb_rope */
     const char *name;
 } nb_act_set;
@@ -151,13 +153,17 @@ static inline void nb_rope_body(float *x, int heads, int D, int n_rot, const flo
 }
 extern const nb_act_set nb_act_ref, nb_act_avx2, nb_act_avx512;
 void nb_act_q8_0_ref(const float *x, void *dst, int64_t n);
-/* nb_attn_pv: the reference (ref/attn_ref.c), AVX2's (x86/avx2/attn_avx2.c) and AVX-512's
- * (x86/avx512/attn_avx512.c; nb_act_avx512 is AVX2's set with it). */
-#define NB_ATTN_MAX_D 1024 /* the longest head nb_attn_pv takes (model.h's NB_MAX_HEAD_DIM) */
+/* nb_attn_pv and nb_attn_qk: the references (ref/attn_ref.c), AVX2's (x86/avx2/attn_avx2.c) and
+ * AVX-512's (x86/avx512/attn_avx512.c; nb_act_avx512 is AVX2's set with them). */
+#define NB_ATTN_MAX_D 1024 /* the longest head nb_attn_pv and nb_attn_qk take (model.h's NB_MAX_HEAD_DIM) */
 void nb_attn_pv_ref(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows, float *acc);
 void nb_attn_pv_avx2(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows, float *acc);
 void nb_attn_pv_avx512(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows,
                        float *acc);
+void nb_attn_qk_ref(int ktype, const void *k, size_t ks, int nk, int D, const float *qp, int rows, float *s, size_t lds);
+void nb_attn_qk_avx2(int ktype, const void *k, size_t ks, int nk, int D, const float *qp, int rows, float *s, size_t lds);
+void nb_attn_qk_avx512(int ktype, const void *k, size_t ks, int nk, int D, const float *qp, int rows, float *s,
+                       size_t lds);
 void nb_act_q8_1_ref(const float *x, void *dst, int64_t n);
 
 /* NB_ACT_Q8_0X (not a GGUF type): the Q8_0 activation codes above plus two exact values derived

@@ -133,7 +133,7 @@ struct nb_ctx {
 /* Per-thread attention scratch. Unfused: a block of T = att_tokens tokens' G query heads, their
  * score rows of n_cells, and their rounded queries (then their outputs). Fused: a tile of
  * FA_TOKENS tokens' G query heads (rows), their scores against FA_KEYS keys, their accumulators
- * and running maximum and sum. */
+ * and running maximum and sum, and the rows packed for nb_attn_qk. */
 #define ATT_SCRATCH(T, G, n_cells, D) ((size_t)(T) * (size_t)(G) * ((size_t)(n_cells) + (size_t)(D)))
 /* Tokens per unfused attention block: ATT_ROWS query rows (at most n_batch tokens). Blocks of 16
  * tokens (64 rows) on Gemma 3 270M's 4 query heads per kv head measured 0.96x its per-token
@@ -145,7 +145,8 @@ static int att_tokens(int n_batch, int G) {
     return n_batch < t ? n_batch : t;
 }
 enum { FA_TOKENS = 16, FA_KEYS = 128, FA_SPLIT = 64, FA_PARTS = 8 };
-#define FA_SCRATCH(G, D) ((size_t)FA_TOKENS * (size_t)(G) * (2 * (size_t)(D) + FA_KEYS + 2))
+#define FA_SCRATCH(G, D) \
+    ((size_t)FA_TOKENS * (size_t)(G) * (2 * (size_t)(D) + FA_KEYS + 2) + NB_ATTN_QK_PACKED(FA_TOKENS * (G), D))
 /* After the threads' scratch: a split decode's parts, per kv head FA_PARTS of G rows. */
 #define FA_SLOTS(HK, G, D) ((size_t)(HK) * FA_PARTS * (size_t)(G) * ((size_t)(D) + 2))
 
@@ -545,21 +546,26 @@ static float *fa_slot(const batch *b, const fa_item *it) {
 }
 
 /* Flash attention of one unit: the keys in blocks of FA_KEYS positions (within one run of ring
- * cells), scores = K q by nb_matmul on the cells' own type (queries rounded to fp16 against F16
- * cells, quantized to Q8_0 against Q8_0 and Q4_0 cells inside nb_matmul, as llama.cpp's fused
- * attention converts them), then per query row the online softmax: a new maximum rescales the
- * accumulator and the running sum, the block's exponentials (nb_softmax_exp) weigh its value rows
- * (nb_attn_pv). Leaves in `out` the R = tokens x G rows' accumulators (R x D), maxima and sums. */
+ * cells), scores = K q on the cells' own type (queries rounded to fp16 against F16 cells, as
+ * llama.cpp's fused attention converts them; a tile of several tokens against F32, F16 or BF16
+ * cells by nb_attn_qk, packed once, one token by nb_matmul, and Q8_0 and Q4_0 cells by nb_matmul,
+ * which quantizes the queries to Q8_0), then per query row the online softmax: a new maximum
+ * rescales the accumulator and the running sum, the block's exponentials (nb_softmax_exp) weigh
+ * its value rows (nb_attn_pv). Leaves in `out` the R = tokens x G rows' accumulators (R x D),
+ * maxima and sums. */
 static void fa_run(const batch *b, const fa_item *it, float *scratch, float *out) {
     const nb_ctx *c = it->sq->c;
     const nb_kv *kv = &c->kv;
     const nb_model_info *in = &c->m->info;
     const int D = in->head_dim, HQ = in->n_head, G = HQ / in->n_head_kv, il = b->il, nt = it->r1 - it->r0, R = nt * G;
     float *qt = scratch, *s = qt + (size_t)FA_TOKENS * G * D, *acc = out, *mx = acc + (size_t)R * D, *l = mx + R;
+    float *qp = scratch + (size_t)FA_TOKENS * G * (2 * (size_t)D + FA_KEYS + 2);
+    const int packed = nt > 1 && (kv->type_k == NB_TYPE_F16 || kv->type_k == NB_TYPE_F32 || kv->type_k == NB_TYPE_BF16);
     const int pos0 = c->pos + it->r0 - it->sq->row0;
     for (int i = 0; i < nt; i++)
         memcpy(qt + (size_t)i * G * D, b->a->q + ((size_t)(it->r0 + i) * HQ + (size_t)it->g * G) * D, sizeof(float) * (size_t)G * D);
     if (kv->type_k == NB_TYPE_F16) nb_round_fp16(qt, (int64_t)R * D);
+    if (packed) nb_attn_pack_q(qt, R, D, qp);
     memset(acc, 0, sizeof(float) * (size_t)R * D);
     for (int r = 0; r < R; r++) mx[r] = -INFINITY, l[r] = 0;
     const int lo = window_lo(c, il, pos0), hi = pos0 + nt; /* keys lo .. hi-1 */
@@ -571,8 +577,9 @@ static void fa_run(const batch *b, const fa_item *it, float *scratch, float *out
         const int cell0 = nb_kv_cell(kv, il, p0);
         int nk = k1 - p0 < FA_KEYS ? k1 - p0 : FA_KEYS;
         if (nk > cells - cell0) nk = cells - cell0; /* a ring's run ends at its last cell */
-        nb_matmul_ex(NULL, kv->type_k, K + (size_t)cell0 * kv->k_row, 0, nk, D, qt, R, s,
-                     kv->type_k == NB_TYPE_F16 && nt == 1 ? NB_ROUTE_VEC : NB_ROUTE_QUANT); /* VEC: prefetching */
+        if (packed) nb_attn_qk(kv->type_k, K + (size_t)cell0 * kv->k_row, kv->k_row, nk, D, qp, R, s, (size_t)nk);
+        else nb_matmul_ex(NULL, kv->type_k, K + (size_t)cell0 * kv->k_row, 0, nk, D, qt, R, s,
+                          kv->type_k == NB_TYPE_F16 && nt == 1 ? NB_ROUTE_VEC : NB_ROUTE_QUANT); /* VEC: prefetching */
         for (int r = 0; r < R; r++) {
             const int pos = pos0 + r / G;
             float *sr = s + (size_t)r * nk, bm = -INFINITY;

@@ -124,4 +124,4 @@ static void swiglu_ref(float *g, const float *u, int64_t n) {
 }
 
 const nb_act_set nb_act_ref = {nb_act_q8_0_ref, nb_q8_k_quantize_ref, act_q8_0x_ref, nb_act_q8_1_ref, round_f16_ref,
-                               to_f16_ref, softmax_exp_ref, swiglu_ref, nb_attn_pv_ref, nb_rope_body, "ref"};
+                               to_f16_ref, softmax_exp_ref, swiglu_ref, nb_attn_pv_ref, nb_attn_qk_ref, nb_rope_body, "ref"};

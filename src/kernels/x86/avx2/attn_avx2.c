@@ -1,14 +1,19 @@
 /*
- * attn_avx2.c: nb_attn_pv (api.h) on AVX2: value rows decoded 8 at a time into f32, then tiles of
- * 4 output rows x 16 elements held in registers while the 8 rows go by, one fma per row in row
- * order as the reference (attn_ref.c) takes them, so the bits are the same.
+ * attn_avx2.c: nb_attn_pv and nb_attn_qk (api.h) on AVX2. The value sums: value rows decoded 8
+ * at a time into f32, then tiles of 4 output rows x 16 elements held in registers while the 8
+ * rows go by, one fma per row in row order as the reference (attn_ref.c) takes them. The scores:
+ * 16 keys at a time transposed into f32 (element-major, nb_attn_pack_k_avx2), then tiles of 4
+ * query rows x 16 keys in registers over the elements, each query element broadcast from its
+ * packing, one fma per element in element order as the reference. So the bits are the same.
  */
 #include <math.h>
 #include <string.h>
 
 #include "formats/blocks.h"
 #include "formats/types.h"
+#include "kernels/api.h"
 #include "kernels/x86/avx2/avx2.h"
+#include "kernels/x86/avx2/panel.h"
 
 enum { PV_KEYS = 8 };
 
@@ -84,20 +89,19 @@ static void tile16_1(const float *vf, int D, int n, const float *p, size_t ldp, 
     PV_ROW_STORE(0);
 }
 
+/* Elements d..d+7 of an F16, F32 or BF16 row, exactly. */
+static inline __attribute__((always_inline)) __m256 load8(int type, const uint8_t *row, int d) {
+    if (type == NB_TYPE_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)d)));
+    if (type == NB_TYPE_F32) return _mm256_loadu_ps((const float *)row + d);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)d))), 16));
+}
+
 /* Elements d..d+31 of a value row into 4 registers, decoded in place (d a multiple of 32: one
  * Q8_0 / Q4_0 block). */
 static inline __attribute__((always_inline)) void load32(int vtype, const uint8_t *row, int d, __m256 x[4]) {
-    if (vtype == NB_TYPE_F16) {
+    if (vtype == NB_TYPE_F16 || vtype == NB_TYPE_F32 || vtype == NB_TYPE_BF16) {
         #pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) x[k] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)(d + 8 * k))));
-    } else if (vtype == NB_TYPE_F32) {
-        #pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) x[k] = _mm256_loadu_ps((const float *)row + d + 8 * k);
-    } else if (vtype == NB_TYPE_BF16) {
-        #pragma GCC unroll 4
-        for (int k = 0; k < 4; k++)
-            x[k] = _mm256_castsi256_ps(_mm256_slli_epi32(
-                _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)(d + 8 * k)))), 16));
+        for (int k = 0; k < 4; k++) x[k] = load8(vtype, row, d + 8 * k);
     } else if (vtype == NB_TYPE_Q8_0) {
         const nb_block_q8_0 *b = (const nb_block_q8_0 *)row + d / NB_QK8_0;
         const __m256 s = _mm256_set1_ps(_cvtsh_ss(b->d));
@@ -191,5 +195,83 @@ void nb_attn_pv_avx2(int vtype, const void *v, size_t vs, int nk, int D, const f
                 for (int r = 0; r < R; r++)
                     for (int j = 0; j < n; j++) ar[(size_t)r * D + d] = fmaf(pr[(size_t)r * ldp + j], vf[(size_t)j * D + d], ar[(size_t)r * D + d]);
         }
+    }
+}
+
+/* ------------------------------------------------------------ scores */
+
+enum { QK_KEYS = 16 };
+
+/* Keys 0 .. n-1 (rows ks bytes apart, n <= width, width a multiple of 8) transposed into f32 at
+ * kt: kt[d * width + i] = key i's element d, zero for i >= n; 8 keys by 8 elements at a time
+ * (nb_transpose8), unrolled so that the 8 rows stay in registers. D a multiple of 8. The rows
+ * `width` keys on (the next call's: cached keys lie in a run of cells) are asked into L2 as
+ * these are read: a block's products give them the time to arrive from memory. */
+static inline __attribute__((always_inline)) void pack_k(int ktype, const uint8_t *k, size_t ks, int n, int D,
+                                                         int width, float *kt) {
+    const size_t esz = ktype == NB_TYPE_F32 ? 4 : 2;
+    for (int i0 = 0; i0 < width; i0 += 8) {
+        const uint8_t *k0 = k + (size_t)i0 * ks;
+        const int m = n - i0; /* keys of this 8 that exist */
+        for (int d = 0; d < D; d += 8) {
+            __m256i v[8];
+            if (m >= 8) {
+                if ((size_t)d * esz % 64 == 0)
+                    #pragma GCC unroll 8
+                    for (int i = 0; i < 8; i++)
+                        _mm_prefetch((const char *)k0 + (size_t)(i + width) * ks + (size_t)d * esz, _MM_HINT_T1);
+                #pragma GCC unroll 8
+                for (int i = 0; i < 8; i++) v[i] = _mm256_castps_si256(load8(ktype, k0 + (size_t)i * ks, d));
+            } else {
+                for (int i = 0; i < 8; i++)
+                    v[i] = i < m ? _mm256_castps_si256(load8(ktype, k0 + (size_t)i * ks, d)) : _mm256_setzero_si256();
+            }
+            nb_transpose8(v); /* v[e]: element d + e of the 8 keys */
+            #pragma GCC unroll 8
+            for (int e = 0; e < 8; e++) _mm256_storeu_si256((__m256i *)(kt + (size_t)(d + e) * width + i0), v[e]);
+        }
+    }
+}
+
+/* (avx2.h) */
+void nb_attn_pack_k_avx2(int ktype, const uint8_t *k, size_t ks, int n, int D, int width, float *kt) {
+    if (ktype == NB_TYPE_F16) pack_k(NB_TYPE_F16, k, ks, n, D, width, kt);
+    else if (ktype == NB_TYPE_F32) pack_k(NB_TYPE_F32, k, ks, n, D, width, kt);
+    else pack_k(NB_TYPE_BF16, k, ks, n, D, width, kt);
+}
+
+/* Scores of query rows 0..3 of q (a packing's group at its row offset; the first R stored, lds
+ * apart) against the n <= 16 keys packed at kt. */
+static void qk_tile4(const float *kt, int D, const float *q, int R, int n, float *s, size_t lds) {
+    __m256 a[4][2];
+    #pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) a[r][0] = a[r][1] = _mm256_setzero_ps();
+    for (int d = 0; d < D; d++) {
+        const __m256 k0 = _mm256_loadu_ps(kt + (size_t)d * QK_KEYS), k1 = _mm256_loadu_ps(kt + (size_t)d * QK_KEYS + 8);
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const __m256 w = _mm256_broadcast_ss(q + 8 * (size_t)d + r);
+            a[r][0] = _mm256_fmadd_ps(w, k0, a[r][0]);
+            a[r][1] = _mm256_fmadd_ps(w, k1, a[r][1]);
+        }
+    }
+    float t[4][QK_KEYS]; /* every row through constant indices, so that a[][] stays in registers */
+    #pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) _mm256_storeu_ps(t[r], a[r][0]), _mm256_storeu_ps(t[r] + 8, a[r][1]);
+    for (int r = 0; r < R; r++) memcpy(s + (size_t)r * lds, t[r], sizeof(float) * (size_t)n);
+}
+
+void nb_attn_qk_avx2(int ktype, const void *k, size_t ks, int nk, int D, const float *qp, int rows, float *s, size_t lds) {
+    if (D % 8) {
+        nb_attn_qk_ref(ktype, k, ks, nk, D, qp, rows, s, lds);
+        return;
+    }
+    float kt[QK_KEYS * NB_ATTN_MAX_D];
+    for (int j0 = 0; j0 < nk; j0 += QK_KEYS) {
+        const int n = nk - j0 < QK_KEYS ? nk - j0 : QK_KEYS;
+        nb_attn_pack_k_avx2(ktype, (const uint8_t *)k + (size_t)j0 * ks, ks, n, D, QK_KEYS, kt);
+        for (int r0 = 0; r0 < rows; r0 += 4)
+            qk_tile4(kt, D, qp + (size_t)(r0 / 8) * 8 * (size_t)D + (size_t)(r0 % 8), rows - r0 < 4 ? rows - r0 : 4, n,
+                     s + (size_t)r0 * lds + (size_t)j0, lds);
     }
 }

@@ -45,17 +45,21 @@
 enum { NB_PANEL_TREE, NB_PANEL_ONE, NB_PANEL_MINUS, NB_PANEL_PAIRS, NB_PANEL_ONE16, NB_PANEL_MINUS16 };
 
 /* out[k] dword r = v[r] dword k. */
-static inline void nb_transpose8(__m256i v[8]) {
+static inline __attribute__((always_inline)) void nb_transpose8(__m256i v[8]) {
     __m256i t[8], h[8];
+    #pragma GCC unroll 4
     for (int i = 0; i < 8; i += 2) {
         t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);     /* rows i, i+1: dwords 0 1 | 4 5 */
         t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]); /* dwords 2 3 | 6 7 */
     }
+    #pragma GCC unroll 2
     for (int i = 0; i < 8; i += 4)
+        #pragma GCC unroll 2
         for (int j = 0; j < 2; j++) {
             h[i + 2 * j] = _mm256_unpacklo_epi64(t[i + j], t[i + j + 2]);     /* dword 2j | 2j+4 of 4 rows */
             h[i + 2 * j + 1] = _mm256_unpackhi_epi64(t[i + j], t[i + j + 2]); /* dword 2j+1 | 2j+5 */
         }
+    #pragma GCC unroll 4
     for (int k = 0; k < 4; k++) {
         v[k] = _mm256_permute2x128_si256(h[k], h[k + 4], 0x20);
         v[k + 4] = _mm256_permute2x128_si256(h[k], h[k + 4], 0x31);

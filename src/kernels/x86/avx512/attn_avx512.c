@@ -1,11 +1,16 @@
 /*
- * attn_avx512.c: nb_attn_pv (api.h) with 512-bit registers for the fused attention's prefill
- * (more than 4 rows, heads a multiple of 32): value rows decoded PV_KEYS at a time into f32
- * (nb_attn_decode_row_avx2), then tiles of up to 8 output rows x 32 elements held in 16
- * registers while the decoded rows go by: per row 2 loads, per output row a broadcast and 2 fma.
- * Each element gets one fma per row in row order, as the reference and the AVX2 set, so the
- * bits are the same (test_kv). Decode (a few rows) and other head sizes take the AVX2 set's path.
+ * attn_avx512.c: nb_attn_pv and nb_attn_qk (api.h) with 512-bit registers for the fused
+ * attention's prefill. The value sums (more than 4 rows, heads a multiple of 32): value rows
+ * decoded PV_KEYS at a time into f32 (nb_attn_decode_row_avx2), then tiles of up to 8 output rows
+ * x 32 elements held in 16 registers while the decoded rows go by: per row 2 loads, per output
+ * row a broadcast and 2 fma. Each element gets one fma per row in row order. Decode (a few rows)
+ * and other head sizes take the AVX2 set's path. The scores: QK_KEYS keys at a time transposed
+ * into f32 (nb_attn_pack_k_avx2), then per group of 8 packed query rows a tile of 8 rows x 32
+ * keys in 16 registers over the elements: per element 2 loads, per row an fma-folded broadcast
+ * and 2 fma, one fma per element in element order. Both keep the reference's order and the AVX2
+ * set's, so the bits are the same (test_kv).
  */
+#include "kernels/api.h"
 #include "kernels/x86/avx512/avx512.h"
 
 enum { PV_KEYS = 16, PV_ROWS = 8 };
@@ -52,12 +57,55 @@ void nb_attn_pv_avx512(int vtype, const void *v, size_t vs, int nk, int D, const
     float vf[PV_KEYS * NB_ATTN_MAX_D];
     for (int j0 = 0; j0 < nk; j0 += PV_KEYS) {
         const int n = nk - j0 < PV_KEYS ? nk - j0 : PV_KEYS;
-        for (int j = 0; j < n; j++)
-            nb_attn_decode_row_avx2(vtype, (const uint8_t *)v + (size_t)(j0 + j) * vs, vf + (size_t)j * D, D);
+        for (int j = 0; j < n; j++) {
+            const uint8_t *row = (const uint8_t *)v + (size_t)(j0 + j) * vs;
+            for (size_t o = 0; o < vs; o += 64) /* the next group's row, as the keys' (pack_k) */
+                _mm_prefetch((const char *)row + PV_KEYS * vs + o, _MM_HINT_T1);
+            nb_attn_decode_row_avx2(vtype, row, vf + (size_t)j * D, D);
+        }
         for (int r0 = 0; r0 < rows; r0 += PV_ROWS) {
             const int R = rows - r0 < PV_ROWS ? rows - r0 : PV_ROWS;
             for (int d = 0; d < D; d += 32)
                 tiles[R - 1](vf + d, D, n, p + (size_t)r0 * ldp + (size_t)j0, ldp, acc + (size_t)r0 * D + d);
         }
+    }
+}
+
+enum { QK_KEYS = 32 };
+
+/* Scores of the 8 rows of a packed query group q (the first R stored, lds apart) against the
+ * n <= 32 keys packed at kt. */
+static void qk_tile8(const float *kt, int D, const float *q, int R, int n, float *s, size_t lds) {
+    __m512 a[8][2];
+    #pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) a[r][0] = a[r][1] = _mm512_setzero_ps();
+    for (int d = 0; d < D; d++) {
+        const __m512 k0 = _mm512_loadu_ps(kt + (size_t)d * QK_KEYS), k1 = _mm512_loadu_ps(kt + (size_t)d * QK_KEYS + 16);
+        #pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) {
+            const __m512 w = _mm512_set1_ps(q[8 * (size_t)d + (size_t)r]);
+            a[r][0] = _mm512_fmadd_ps(w, k0, a[r][0]);
+            a[r][1] = _mm512_fmadd_ps(w, k1, a[r][1]);
+        }
+    }
+    const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1), m1 = (__mmask16)(n >= 32 ? 0xffff : n > 16 ? (1u << (n - 16)) - 1 : 0);
+    for (int r = 0; r < R; r++) {
+        _mm512_mask_storeu_ps(s + (size_t)r * lds, m0, a[r][0]);
+        _mm512_mask_storeu_ps(s + (size_t)r * lds + 16, m1, a[r][1]);
+    }
+}
+
+void nb_attn_qk_avx512(int ktype, const void *k, size_t ks, int nk, int D, const float *qp, int rows, float *s,
+                       size_t lds) {
+    if (D % 8) {
+        nb_attn_qk_ref(ktype, k, ks, nk, D, qp, rows, s, lds);
+        return;
+    }
+    float kt[QK_KEYS * NB_ATTN_MAX_D];
+    for (int j0 = 0; j0 < nk; j0 += QK_KEYS) {
+        const int n = nk - j0 < QK_KEYS ? nk - j0 : QK_KEYS;
+        nb_attn_pack_k_avx2(ktype, (const uint8_t *)k + (size_t)j0 * ks, ks, n, D, QK_KEYS, kt);
+        for (int r0 = 0; r0 < rows; r0 += 8)
+            qk_tile8(kt, D, qp + (size_t)r0 * (size_t)D, rows - r0 < 8 ? rows - r0 : 8, n, s + (size_t)r0 * lds + (size_t)j0, lds);
     }
 }
