@@ -2,7 +2,7 @@
  * attn_avx2.c: nb_attn_pv and nb_attn_qk (api.h) on AVX2. The value sums: value rows decoded 8
  * at a time into f32, then tiles of 4 output rows x 16 elements held in registers while the 8
  * rows go by, one fma per row in row order as the reference (attn_ref.c) takes them. The scores:
- * 16 keys at a time transposed into f32 (element-major, nb_attn_pack_k_avx2), then tiles of 4
+ * 16 keys at a time transposed into f32 (element-major, nb_attn_qk_blocks_avx2), then tiles of 4
  * query rows x 16 keys in registers over the elements, each query element broadcast from its
  * packing, one fma per element in element order as the reference. So the bits are the same.
  */
@@ -233,15 +233,31 @@ static inline __attribute__((always_inline)) void pack_k(int ktype, const uint8_
     }
 }
 
-/* (avx2.h) */
-void nb_attn_pack_k_avx2(int ktype, const uint8_t *k, size_t ks, int n, int D, int width, float *kt) {
+static void pack_keys(int ktype, const uint8_t *k, size_t ks, int n, int D, int width, float *kt) {
     if (ktype == NB_TYPE_F16) pack_k(NB_TYPE_F16, k, ks, n, D, width, kt);
     else if (ktype == NB_TYPE_F32) pack_k(NB_TYPE_F32, k, ks, n, D, width, kt);
     else pack_k(NB_TYPE_BF16, k, ks, n, D, width, kt);
 }
 
+/* (avx2.h) */
+void nb_attn_qk_blocks_avx2(nb_attn_qk_tile tile, int width, int tile_rows, int ktype, const void *k, size_t ks,
+                            int nk, int D, const float *qp, int rows, float *s, size_t lds) {
+    if (D % 8) {
+        nb_attn_qk_ref(ktype, k, ks, nk, D, qp, rows, s, lds);
+        return;
+    }
+    float kt[NB_ATTN_QK_WIDTH * NB_ATTN_MAX_D];
+    for (int j0 = 0; j0 < nk; j0 += width) {
+        const int n = nk - j0 < width ? nk - j0 : width;
+        pack_keys(ktype, (const uint8_t *)k + (size_t)j0 * ks, ks, n, D, width, kt);
+        for (int r0 = 0; r0 < rows; r0 += tile_rows)
+            tile(kt, D, qp + (size_t)(r0 / 8) * 8 * (size_t)D + (size_t)(r0 % 8), rows - r0 < tile_rows ? rows - r0 : tile_rows,
+                 n, s + (size_t)r0 * lds + (size_t)j0, lds);
+    }
+}
+
 /* Scores of query rows 0..3 of q (a packing's group at its row offset; the first R stored, lds
- * apart) against the n <= 16 keys packed at kt. */
+ * apart) against the n <= 16 keys packed at kt (nb_attn_qk_tile). */
 static void qk_tile4(const float *kt, int D, const float *q, int R, int n, float *s, size_t lds) {
     __m256 a[4][2];
     #pragma GCC unroll 4
@@ -262,16 +278,5 @@ static void qk_tile4(const float *kt, int D, const float *q, int R, int n, float
 }
 
 void nb_attn_qk_avx2(int ktype, const void *k, size_t ks, int nk, int D, const float *qp, int rows, float *s, size_t lds) {
-    if (D % 8) {
-        nb_attn_qk_ref(ktype, k, ks, nk, D, qp, rows, s, lds);
-        return;
-    }
-    float kt[QK_KEYS * NB_ATTN_MAX_D];
-    for (int j0 = 0; j0 < nk; j0 += QK_KEYS) {
-        const int n = nk - j0 < QK_KEYS ? nk - j0 : QK_KEYS;
-        nb_attn_pack_k_avx2(ktype, (const uint8_t *)k + (size_t)j0 * ks, ks, n, D, QK_KEYS, kt);
-        for (int r0 = 0; r0 < rows; r0 += 4)
-            qk_tile4(kt, D, qp + (size_t)(r0 / 8) * 8 * (size_t)D + (size_t)(r0 % 8), rows - r0 < 4 ? rows - r0 : 4, n,
-                     s + (size_t)r0 * lds + (size_t)j0, lds);
-    }
+    nb_attn_qk_blocks_avx2(qk_tile4, QK_KEYS, 4, ktype, k, ks, nk, D, qp, rows, s, lds);
 }

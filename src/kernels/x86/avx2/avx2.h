@@ -133,9 +133,15 @@ void nb_avx2_tile_loop_small_kt(const nb_avx2_tile_fn *grp, const void *kt, size
 /* Value row src of D elements (nb_attn_pv's types) to f32 at dst, exactly: F32 and F16 with vector
  * loads and conversions, Q8_0 and Q4_0 as d * q, BF16 through the type table. */
 void nb_attn_decode_row_avx2(int vtype, const uint8_t *src, float *dst, int D);
-/* nb_attn_qk's keys 0 .. n-1 (F16, F32, BF16 rows ks bytes apart) transposed into f32 at kt,
- * kt[d * width + i] = key i's element d, zero for n <= i < width (width and D multiples of 8). */
-void nb_attn_pack_k_avx2(int ktype, const uint8_t *k, size_t ks, int n, int D, int width, float *kt);
+/* nb_attn_qk by blocks of `width` keys (a multiple of 8, at most NB_ATTN_QK_WIDTH): each block
+ * transposed into f32 (kt[d * width + i] = key i's element d, zero past the last key), then
+ * `tile` over the rows, tile_rows (4 or 8) at a time: the scores of rows q.. (the packing at the
+ * tile's first row) against the block's n keys, the first R rows stored lds apart. Heads that
+ * are not a multiple of 8 take the reference. */
+#define NB_ATTN_QK_WIDTH 32
+typedef void (*nb_attn_qk_tile)(const float *kt, int D, const float *q, int R, int n, float *s, size_t lds);
+void nb_attn_qk_blocks_avx2(nb_attn_qk_tile tile, int width, int tile_rows, int ktype, const void *k, size_t ks,
+                            int nk, int D, const float *qp, int rows, float *s, size_t lds);
 /* Float route of a block type: decode a block per row to an L1 stack buffer, FMA with f32. */
 void nb_mm_blocks_f32_avx2(int type, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 

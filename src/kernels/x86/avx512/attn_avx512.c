@@ -5,7 +5,7 @@
  * x 32 elements held in 16 registers while the decoded rows go by: per row 2 loads, per output
  * row a broadcast and 2 fma. Each element gets one fma per row in row order. Decode (a few rows)
  * and other head sizes take the AVX2 set's path. The scores: QK_KEYS keys at a time transposed
- * into f32 (nb_attn_pack_k_avx2), then per group of 8 packed query rows a tile of 8 rows x 32
+ * into f32 (nb_attn_qk_blocks_avx2), then per group of 8 packed query rows a tile of 8 rows x 32
  * keys in 16 registers over the elements: per element 2 loads, per row an fma-folded broadcast
  * and 2 fma, one fma per element in element order. Both keep the reference's order and the AVX2
  * set's, so the bits are the same (test_kv).
@@ -74,7 +74,7 @@ void nb_attn_pv_avx512(int vtype, const void *v, size_t vs, int nk, int D, const
 enum { QK_KEYS = 32 };
 
 /* Scores of the 8 rows of a packed query group q (the first R stored, lds apart) against the
- * n <= 32 keys packed at kt. */
+ * n <= 32 keys packed at kt (nb_attn_qk_tile). */
 static void qk_tile8(const float *kt, int D, const float *q, int R, int n, float *s, size_t lds) {
     __m512 a[8][2];
     #pragma GCC unroll 8
@@ -97,15 +97,5 @@ static void qk_tile8(const float *kt, int D, const float *q, int R, int n, float
 
 void nb_attn_qk_avx512(int ktype, const void *k, size_t ks, int nk, int D, const float *qp, int rows, float *s,
                        size_t lds) {
-    if (D % 8) {
-        nb_attn_qk_ref(ktype, k, ks, nk, D, qp, rows, s, lds);
-        return;
-    }
-    float kt[QK_KEYS * NB_ATTN_MAX_D];
-    for (int j0 = 0; j0 < nk; j0 += QK_KEYS) {
-        const int n = nk - j0 < QK_KEYS ? nk - j0 : QK_KEYS;
-        nb_attn_pack_k_avx2(ktype, (const uint8_t *)k + (size_t)j0 * ks, ks, n, D, QK_KEYS, kt);
-        for (int r0 = 0; r0 < rows; r0 += 8)
-            qk_tile8(kt, D, qp + (size_t)r0 * (size_t)D, rows - r0 < 8 ? rows - r0 : 8, n, s + (size_t)r0 * lds + (size_t)j0, lds);
-    }
+    nb_attn_qk_blocks_avx2(qk_tile8, QK_KEYS, 8, ktype, k, ks, nk, D, qp, rows, s, lds);
 }
