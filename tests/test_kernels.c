@@ -634,6 +634,40 @@ TEST(softmax_exp_sets_match_reference) {
         }
 }
 
+/* The online softmax's maximum and rescaling: on every set the largest non-NaN value (-inf for
+ * none: empty, all NaN, all -inf), whatever the length around the chains of 8 and 32 and wherever
+ * the maximum, NaN and -inf sit; the rescaled values the correctly rounded products. */
+TEST(vec_max_and_scale_sets) {
+    enum { N = 80 };
+    float x[N], y[N];
+    uint32_t s = 99;
+    for (int n = 0; n <= N; n++)
+        for (int round = 0; round < 12; round++) {
+            float want = -INFINITY;
+            for (int i = 0; i < n; i++) {
+                s = s * 1664525u + 1013904223u;
+                x[i] = (float)(int32_t)s / 2147483648.0f * 50.0f;
+                if (round >= 4 && s % 5 == 0) x[i] = round % 2 ? NAN : -INFINITY;
+                if (round == 11) x[i] = NAN;
+                if (!isnan(x[i]) && x[i] > want) want = x[i];
+            }
+            const float a = (float)(s >> 8) / 16777216.0f * 3.0f;
+            for (int isa = NB_ISA_REF; isa <= (int)nb_isa_best(); isa++) {
+                const nb_act_set *set = nb_act_get((nb_isa)isa);
+                const float got = set->vec_max(x, n);
+                CHECK(got == want || (isinf(got) && isinf(want) && got < 0 && want < 0), "%s vec_max %g, want %g (n %d, round %d)",
+                      nb_isa_name((nb_isa)isa), (double)got, (double)want, n, round);
+                memcpy(y, x, sizeof(float) * (size_t)n);
+                set->vec_scale(y, n, a);
+                for (int i = 0; i < n; i++) {
+                    const float e = (float)((double)x[i] * a);
+                    CHECK(!memcmp(&y[i], &e, sizeof e) || (isnan(y[i]) && isnan(e)), "%s vec_scale %d: %g, want %g",
+                          nb_isa_name((nb_isa)isa), i, (double)y[i], (double)e);
+                }
+            }
+        }
+}
+
 /* SiLU-gated rows: every set gives the reference's bits on lengths off the 8-chunks (the tail
  * takes libm's expf), inputs out to +-100 (e^-x overflowing and underflowing); the reference is
  * silu(x) * u to a few ulps (or 0 where e^-x overflows float, below x = -88.7). */
@@ -729,6 +763,7 @@ int main(void) {
     RUN(strided_rows_match_packed);
     RUN(round_fp16_sets_match_reference);
     RUN(softmax_exp_sets_match_reference);
+    RUN(vec_max_and_scale_sets);
     RUN(swiglu_sets_match_reference);
     RUN(rope_sets_match_reference);
     return test_summary();

@@ -37,6 +37,10 @@ void nb_to_fp16(const float *x, uint16_t *h, int64_t n);
  * chunk of 8 that n cuts), so a caller whose rows start at a multiple of 8 of llama.cpp's cache
  * cells gets its sums. Every set gives the same bits (tested). */
 double nb_softmax_exp(const float *x, float *y, int64_t n, float max);
+/* The largest of n floats (NaNs passed over; -inf when there is none), and x[i] *= a: the online
+ * softmax's maximum and rescaling. Exact, so every set gives the same bits. */
+float nb_vec_max(const float *x, int64_t n);
+void nb_vec_scale(float *x, int64_t n, float a);
 
 /* The gated FFN activations of one row of n elements, g = act(g) * u, as llama.cpp's x86 build
  * computes them. nb_swiglu: SiLU, x / (1 + e^-x) with ggml's exponential on whole 8s and libm's

@@ -130,6 +130,8 @@ typedef struct nb_act_set {
     void (*round_f16)(float *x, int64_t n); /* each value to the nearest fp16 (RNE), in place */
     void (*to_f16)(const float *x, uint16_t *h, int64_t n); /* the same fp16 values' bits */
     double (*softmax_exp)(const float *x, float *y, int64_t n, float max); /* nb_softmax_exp */
+    float (*vec_max)(const float *x, int64_t n);                          /* nb_vec_max */
+    void (*vec_scale)(float *x, int64_t n, float a);                      /* nb_vec_scale */
     void (*swiglu)(float *g, const float *u, int64_t n);                  /* nb_swiglu */
     void (*attn_pv)(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows,
                     float *acc);                                          /* nb_attn_pv */

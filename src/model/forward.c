@@ -412,23 +412,35 @@ static int window_lo(const nb_ctx *c, int il, int pos) {
     return c->m->layers[il].sliding && pos - w + 1 > 0 ? pos - w + 1 : 0;
 }
 
-/* Scores of one query row against nk keys from position p0: the softcap and the scale, and -inf
- * where the key is not visible (outside lo..pos, or a ring cell holding another position). */
-static void scores_finish(const nb_ctx *c, int il, float *s, int nk, int p0, int lo, int pos, int by_cell) {
+/* Scores of one query row against nk keys: the softcap and the scale, and -inf where the key is
+ * not visible. Key j is position p0 + j, or with by_cell whatever position its cell holds (a ring
+ * that has wrapped); cells: the positions the keys' cells hold, NULL when each holds its key (a
+ * global layer, or a run of ring cells run_cells found whole), so that only the ends outside
+ * lo .. pos are masked; else a key is also masked where its cell holds another position. */
+static void scores_finish(const nb_ctx *c, float *s, int nk, int p0, int lo, int pos, const int32_t *cells, int by_cell) {
     const nb_arch *a = &c->m->arch;
     if (a->attn_softcap)
         for (int j = 0; j < nk; j++) s[j] = tanhf(s[j] * (1.0f / a->attn_softcap)) * a->attn_softcap;
-    if (!a->q_prescale)
-        for (int j = 0; j < nk; j++) s[j] *= a->attn_scale;
-    if (!by_cell && !c->kv.ring[il]) { /* keys p0 .. p0+nk-1 in order: mask both ends */
+    if (!a->q_prescale) nb_vec_scale(s, nk, a->attn_scale);
+    if (!cells) { /* keys p0 .. p0+nk-1 in order: mask both ends */
         for (int j = 0; j < nk && p0 + j < lo; j++) s[j] = -INFINITY;
         for (int j = pos + 1 - p0 > 0 ? pos + 1 - p0 : 0; j < nk; j++) s[j] = -INFINITY;
         return;
     }
     for (int j = 0; j < nk; j++) {
-        const int p = by_cell ? c->kv.ring_pos[j] : p0 + j;
-        if (p < lo || p > pos || !nb_kv_holds(&c->kv, il, p)) s[j] = -INFINITY;
+        const int p = by_cell ? cells[j] : p0 + j;
+        if (p < lo || p > pos || cells[j] != p) s[j] = -INFINITY;
     }
+}
+
+/* NULL when layer il is no ring or its nk cells from cell0 hold positions p0 .. p0+nk-1, else
+ * those cells' positions (scores_finish's cells). */
+static const int32_t *run_cells(const nb_kv *kv, int il, int cell0, int p0, int nk) {
+    if (!kv->ring[il]) return NULL;
+    const int32_t *held = kv->ring_pos + cell0;
+    for (int j = 0; j < nk; j++)
+        if (held[j] != p0 + j) return held;
+    return NULL;
 }
 
 /* The cells row t (of sequence sq) attends to (attend_block): n from lo32, or all of a ring that has
@@ -482,10 +494,10 @@ static void attend_block(const batch *b, const seq *sq, nb_pool *pool, int t0, i
     for (int r = 0; r < R; r++) {
         const int t = t0 + r / G, pos = c->pos + t - sq->row0;
         const cell_span sp = attend_cells(b, sq, t);
-        float *row = scores + (size_t)r * nk, *s = row + (sp.lo32 - lo32), mx = -INFINITY;
-        scores_finish(c, il, s, sp.n, sp.lo32, window_lo(c, il, pos), pos, sp.wrapped);
-        for (int j = 0; j < sp.n; j++) mx = s[j] > mx ? s[j] : mx;
-        const float inv = (float)(1.0 / nb_softmax_exp(s, s, sp.n, mx));
+        float *row = scores + (size_t)r * nk, *s = row + (sp.lo32 - lo32);
+        const int32_t *cells = kv->ring[il] ? kv->ring_pos + (sp.wrapped ? 0 : sp.lo32) : NULL; /* unwrapped: cell = pos */
+        scores_finish(c, s, sp.n, sp.lo32, window_lo(c, il, pos), pos, cells, sp.wrapped);
+        const float inv = (float)(1.0 / nb_softmax_exp(s, s, sp.n, nb_vec_max(s, sp.n)));
         for (int j = 0; j < sp.n; j++) s[j] *= inv;
         if (kv->type_v == NB_TYPE_F16) nb_round_fp16(s, sp.n);
         memset(row, 0, sizeof(float) * (size_t)(sp.lo32 - lo32));
@@ -580,19 +592,19 @@ static void fa_run(const batch *b, const fa_item *it, float *scratch, float *out
         if (packed) nb_attn_qk(kv->type_k, K + (size_t)cell0 * kv->k_row, kv->k_row, nk, D, qp, R, s, (size_t)nk);
         else nb_matmul_ex(NULL, kv->type_k, K + (size_t)cell0 * kv->k_row, 0, nk, D, qt, R, s,
                           kv->type_k == NB_TYPE_F16 && nt == 1 ? NB_ROUTE_VEC : NB_ROUTE_QUANT); /* VEC: prefetching */
+        const int32_t *held = run_cells(kv, il, cell0, p0, nk);
         for (int r = 0; r < R; r++) {
             const int pos = pos0 + r / G;
-            float *sr = s + (size_t)r * nk, bm = -INFINITY;
-            scores_finish(c, il, sr, nk, p0, window_lo(c, il, pos), pos, 0);
-            for (int j = 0; j < nk; j++) bm = sr[j] > bm ? sr[j] : bm;
+            float *sr = s + (size_t)r * nk;
+            scores_finish(c, sr, nk, p0, window_lo(c, il, pos), pos, held, 0);
+            const float bm = nb_vec_max(sr, nk);
             if (bm == -INFINITY) { /* nothing visible here: weigh nothing */
                 memset(sr, 0, sizeof(float) * (size_t)nk);
                 continue;
             }
             const float m_new = bm > mx[r] ? bm : mx[r], alpha = expf(mx[r] - m_new);
             l[r] = l[r] * alpha + (float)nb_softmax_exp(sr, sr, nk, m_new);
-            if (alpha != 1.0f)
-                for (int d = 0; d < D; d++) acc[(size_t)r * D + d] *= alpha;
+            if (alpha != 1.0f) nb_vec_scale(acc + (size_t)r * D, D, alpha);
             mx[r] = m_new;
         }
         nb_attn_pv(kv->type_v, V + (size_t)cell0 * kv->v_row, kv->v_row, nk, D, s, (size_t)nk, R, acc);

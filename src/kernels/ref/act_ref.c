@@ -113,6 +113,16 @@ static double softmax_exp_ref(const float *x, float *y, int64_t n, float max) {
     return sum;
 }
 
+static float vec_max_ref(const float *x, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+static void vec_scale_ref(float *x, int64_t n, float a) {
+    for (int64_t i = 0; i < n; i++) x[i] *= a;
+}
+
 /* g = silu(g) * u as llama.cpp's x86 ggml_vec_swiglu_f32 (AVX2): x / (1 + e^-x), ggml's
  * exponential over whole 8s, libm's expf on the last n % 8. */
 static void swiglu_ref(float *g, const float *u, int64_t n) {
@@ -123,5 +133,7 @@ static void swiglu_ref(float *g, const float *u, int64_t n) {
     }
 }
 
-const nb_act_set nb_act_ref = {nb_act_q8_0_ref, nb_q8_k_quantize_ref, act_q8_0x_ref, nb_act_q8_1_ref, round_f16_ref,
-                               to_f16_ref, softmax_exp_ref, swiglu_ref, nb_attn_pv_ref, nb_attn_qk_ref, nb_rope_body, "ref"};
+const nb_act_set nb_act_ref = {nb_act_q8_0_ref, nb_q8_k_quantize_ref, act_q8_0x_ref,  nb_act_q8_1_ref,
+                               round_f16_ref,   to_f16_ref,           softmax_exp_ref, vec_max_ref,
+                               vec_scale_ref,   swiglu_ref,           nb_attn_pv_ref,  nb_attn_qk_ref,
+                               nb_rope_body,    "ref"};

@@ -202,6 +202,30 @@ static double softmax_exp_avx2(const float *x, float *y, int64_t n, float max) {
     return sum;
 }
 
+/* Four chains of 8 lanes; max_ps(x, m) keeps m where x is NaN, as the reference skips it. */
+static float vec_max_avx2(const float *x, int64_t n) {
+    __m256 m[4];
+    for (int c = 0; c < 4; c++) m[c] = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int c = 0; c < 4; c++) m[c] = _mm256_max_ps(_mm256_loadu_ps(x + i + 8 * c), m[c]);
+    for (; i + 8 <= n; i += 8) m[0] = _mm256_max_ps(_mm256_loadu_ps(x + i), m[0]);
+    const __m256 v = _mm256_max_ps(_mm256_max_ps(m[0], m[1]), _mm256_max_ps(m[2], m[3]));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float r = _mm_cvtss_f32(h);
+    for (; i < n; i++) r = x[i] > r ? x[i] : r;
+    return r;
+}
+
+static void vec_scale_avx2(float *x, int64_t n, float a) {
+    const __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), av));
+    for (; i < n; i++) x[i] *= a;
+}
+
 static void swiglu_avx2(float *g, const float *u, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -211,10 +235,12 @@ static void swiglu_avx2(float *g, const float *u, int64_t n) {
     for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-const nb_act_set nb_act_avx2 = {act_q8_0_avx2, act_q8_k_avx2, act_q8_0x_avx2, act_q8_1_avx2, round_f16_avx2, to_f16_avx2,
-                                softmax_exp_avx2, swiglu_avx2, nb_attn_pv_avx2, nb_attn_qk_avx2, nb_rope_body,
-                                "avx2"};
+const nb_act_set nb_act_avx2 = {act_q8_0_avx2,    act_q8_k_avx2,  act_q8_0x_avx2,  act_q8_1_avx2,
+                                round_f16_avx2,   to_f16_avx2,    softmax_exp_avx2, vec_max_avx2,
+                                vec_scale_avx2,   swiglu_avx2,    nb_attn_pv_avx2, nb_attn_qk_avx2,
+                                nb_rope_body,     "avx2"};
 /* The AVX-512 set's: the same with its own value sums and scores (x86/avx512/attn_avx512.c). */
-const nb_act_set nb_act_avx512 = {act_q8_0_avx2,  act_q8_k_avx2, act_q8_0x_avx2,   act_q8_1_avx2,
-                                  round_f16_avx2, to_f16_avx2,   softmax_exp_avx2, swiglu_avx2,
-                                  nb_attn_pv_avx512, nb_attn_qk_avx512, nb_rope_body, "avx512"};
+const nb_act_set nb_act_avx512 = {act_q8_0_avx2,    act_q8_k_avx2,  act_q8_0x_avx2,    act_q8_1_avx2,
+                                  round_f16_avx2,   to_f16_avx2,    softmax_exp_avx2,  vec_max_avx2,
+                                  vec_scale_avx2,   swiglu_avx2,    nb_attn_pv_avx512, nb_attn_qk_avx512,
+                                  nb_rope_body,     "avx512"};

@@ -1,7 +1,9 @@
 /*
- * attn_avx2.c: nb_attn_pv and nb_attn_qk (api.h) on AVX2. The value sums: value rows decoded 8
- * at a time into f32, then tiles of 4 output rows x 16 elements held in registers while the 8
- * rows go by, one fma per row in row order as the reference (attn_ref.c) takes them. The scores:
+ * attn_avx2.c: nb_attn_pv and nb_attn_qk (api.h) on AVX2. The value sums: 32 elements of up to
+ * 128 value rows at a time decoded into f32 (nb_attn_decode_chunk_avx2), then tiles of 4 output
+ * rows x 16 of those elements held in registers while the decoded rows go by, one fma per row in
+ * row order as the reference (attn_ref.c) takes them; decode (4 rows or fewer) decodes each row
+ * in registers instead. The scores:
  * 16 keys at a time transposed into f32 (element-major, nb_attn_qk_blocks_avx2), then tiles of 4
  * query rows x 16 keys in registers over the elements, each query element broadcast from its
  * packing, one fma per element in element order as the reference. So the bits are the same.
@@ -17,8 +19,9 @@
 
 enum { PV_KEYS = 8 };
 
-/* A value row of D elements to f32 (avx2.h). */
-void nb_attn_decode_row_avx2(int vtype, const uint8_t *src, float *dst, int D) {
+/* A value row of D elements to f32, exactly: F32 and F16 with vector loads and conversions, Q8_0
+ * and Q4_0 as d * q, BF16 through the type table. */
+static void decode_row(int vtype, const uint8_t *src, float *dst, int D) {
     if (vtype == NB_TYPE_F32) {
         memcpy(dst, src, sizeof(float) * (size_t)D);
     } else if (vtype == NB_TYPE_F16) {
@@ -50,8 +53,8 @@ void nb_attn_decode_row_avx2(int vtype, const uint8_t *src, float *dst, int D) {
     }
 }
 
-/* acc rows 0..R-1 (R = 4, 2 or 1: named registers, which the compiler keeps), elements d..d+15,
- * += p * vf over n decoded rows. */
+/* acc rows 0..R-1 (R = 4, 2 or 1: named registers, which the compiler keeps; rows D apart),
+ * elements d..d+15, += p * vf over n decoded rows of a chunk (NB_ATTN_CHUNK floats apart). */
 #define PV_ROW_LOAD(r) __m256 a##r##0 = _mm256_loadu_ps(acc + (r) * (size_t)D + d), a##r##1 = _mm256_loadu_ps(acc + (r) * (size_t)D + d + 8)
 #define PV_ROW_FMA(r)                                                                                                  \
     do {                                                                                                               \
@@ -60,7 +63,9 @@ void nb_attn_decode_row_avx2(int vtype, const uint8_t *src, float *dst, int D) {
         a##r##1 = _mm256_fmadd_ps(w, v1, a##r##1);                                                                     \
     } while (0)
 #define PV_ROW_STORE(r) _mm256_storeu_ps(acc + (r) * (size_t)D + d, a##r##0), _mm256_storeu_ps(acc + (r) * (size_t)D + d + 8, a##r##1)
-#define PV_V() const __m256 v0 = _mm256_loadu_ps(vf + (size_t)j * D + d), v1 = _mm256_loadu_ps(vf + (size_t)j * D + d + 8)
+#define PV_V()                                                                                                         \
+    const __m256 v0 = _mm256_loadu_ps(vf + (size_t)j * NB_ATTN_CHUNK + (d & 31)),                                      \
+                 v1 = _mm256_loadu_ps(vf + (size_t)j * NB_ATTN_CHUNK + (d & 31) + 8)
 
 static void tile16_4(const float *vf, int D, int n, const float *p, size_t ldp, float *acc, int d) {
     PV_ROW_LOAD(0); PV_ROW_LOAD(1); PV_ROW_LOAD(2); PV_ROW_LOAD(3);
@@ -116,6 +121,25 @@ static inline __attribute__((always_inline)) void load32(int vtype, const uint8_
         const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
         #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) x[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[k])), s);
+    }
+}
+
+void nb_attn_decode_chunk_avx2(int vtype, const uint8_t *v, size_t vs, int n, int d, int w, float *vf) {
+    const nb_type_info *ti = &nb_type_traits_get(vtype)->info;
+    const size_t off = (size_t)(d / ti->block_elems) * (size_t)ti->block_bytes;
+    const size_t last = off + (size_t)((w + ti->block_elems - 1) / ti->block_elems) * (size_t)ti->block_bytes - 1;
+    for (int j = 0; j < n; j++) {
+        const uint8_t *row = v + (size_t)j * vs, *next = row + (size_t)n * vs;
+        _mm_prefetch((const char *)next + off, _MM_HINT_T1);
+        _mm_prefetch((const char *)next + last, _MM_HINT_T1);
+        if (w == NB_ATTN_CHUNK) {
+            __m256 x[4];
+            load32(vtype, row, d, x);
+            #pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) _mm256_storeu_ps(vf + (size_t)j * NB_ATTN_CHUNK + 8 * k, x[k]);
+        } else {
+            decode_row(vtype, row + off, vf + (size_t)j * NB_ATTN_CHUNK, w);
+        }
     }
 }
 
@@ -176,24 +200,28 @@ void nb_attn_pv_avx2(int vtype, const void *v, size_t vs, int nk, int D, const f
         fn(v, vs, nk, D, p, ldp, rows, acc);
         return;
     }
-    float vf[PV_KEYS * NB_ATTN_MAX_D];
-    for (int j0 = 0; j0 < nk; j0 += PV_KEYS) {
-        const int n = nk - j0 < PV_KEYS ? nk - j0 : PV_KEYS;
-        for (int j = 0; j < n; j++) nb_attn_decode_row_avx2(vtype, (const uint8_t *)v + (size_t)(j0 + j) * vs, vf + (size_t)j * D, D);
-        for (int r0 = 0; r0 < rows; r0 += 4) {
-            const int R = rows - r0 < 4 ? rows - r0 : 4;
-            const float *pr = p + (size_t)r0 * ldp + (size_t)j0;
-            float *ar = acc + (size_t)r0 * D;
-            int d = 0;
-            for (; d + 16 <= D; d += 16)
-                if (R == 4) tile16_4(vf, D, n, pr, ldp, ar, d);
-                else if (R >= 2) {
-                    tile16_2(vf, D, n, pr, ldp, ar, d);
-                    if (R == 3) tile16_1(vf, D, n, pr + 2 * ldp, ldp, ar + 2 * (size_t)D, d);
-                } else tile16_1(vf, D, n, pr, ldp, ar, d);
-            for (; d < D; d++) /* head sizes not a multiple of 16: the reference's steps */
-                for (int r = 0; r < R; r++)
-                    for (int j = 0; j < n; j++) ar[(size_t)r * D + d] = fmaf(pr[(size_t)r * ldp + j], vf[(size_t)j * D + d], ar[(size_t)r * D + d]);
+    float vf[NB_ATTN_CHUNK_KEYS * NB_ATTN_CHUNK];
+    for (int j0 = 0; j0 < nk; j0 += NB_ATTN_CHUNK_KEYS) {
+        const int n = nk - j0 < NB_ATTN_CHUNK_KEYS ? nk - j0 : NB_ATTN_CHUNK_KEYS;
+        for (int c = 0; c < D; c += NB_ATTN_CHUNK) {
+            const int w = D - c < NB_ATTN_CHUNK ? D - c : NB_ATTN_CHUNK;
+            nb_attn_decode_chunk_avx2(vtype, (const uint8_t *)v + (size_t)j0 * vs, vs, n, c, w, vf);
+            for (int r0 = 0; r0 < rows; r0 += 4) {
+                const int R = rows - r0 < 4 ? rows - r0 : 4;
+                const float *pr = p + (size_t)r0 * ldp + (size_t)j0;
+                float *ar = acc + (size_t)r0 * D;
+                int d = c;
+                for (; d + 16 <= c + w; d += 16)
+                    if (R == 4) tile16_4(vf, D, n, pr, ldp, ar, d);
+                    else if (R >= 2) {
+                        tile16_2(vf, D, n, pr, ldp, ar, d);
+                        if (R == 3) tile16_1(vf, D, n, pr + 2 * ldp, ldp, ar + 2 * (size_t)D, d);
+                    } else tile16_1(vf, D, n, pr, ldp, ar, d);
+                for (; d < c + w; d++) /* chunks not a multiple of 16: the reference's steps */
+                    for (int r = 0; r < R; r++)
+                        for (int j = 0; j < n; j++)
+                            ar[(size_t)r * D + d] = fmaf(pr[(size_t)r * ldp + j], vf[(size_t)j * NB_ATTN_CHUNK + (d - c)], ar[(size_t)r * D + d]);
+            }
         }
     }
 }

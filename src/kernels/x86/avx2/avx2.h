@@ -130,9 +130,15 @@ void nb_avx2_tile_loop_small_kt(const nb_avx2_tile_fn *grp, const void *kt, size
                                 const nb_avx2_tile_fn *batch, int bmax, const nb_avx2_tile_fn *plain, int pmax,
                                 int64_t nbat, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
                                 int64_t nt, float *y, size_t ldy);
-/* Value row src of D elements (nb_attn_pv's types) to f32 at dst, exactly: F32 and F16 with vector
- * loads and conversions, Q8_0 and Q4_0 as d * q, BF16 through the type table. */
-void nb_attn_decode_row_avx2(int vtype, const uint8_t *src, float *dst, int D);
+/* nb_attn_pv's value rows go to f32 a chunk at a time: elements d .. d+w-1 (d a multiple of
+ * NB_ATTN_CHUNK, w <= NB_ATTN_CHUNK: at most one Q8_0 / Q4_0 block) of n rows (vs bytes apart,
+ * n <= NB_ATTN_CHUNK_KEYS) decoded exactly to vf, row j's at vf + j * NB_ATTN_CHUNK; the same
+ * bytes of the n rows after them (the caller's next group) are asked into L2 as they go by. A
+ * chunk of 16 KiB stays in L1 while every row tile's accumulators, held in registers, take all n
+ * rows. */
+#define NB_ATTN_CHUNK 32
+#define NB_ATTN_CHUNK_KEYS 128
+void nb_attn_decode_chunk_avx2(int vtype, const uint8_t *v, size_t vs, int n, int d, int w, float *vf);
 /* nb_attn_qk by blocks of `width` keys (a multiple of 8, at most NB_ATTN_QK_WIDTH): each block
  * transposed into f32 (kt[d * width + i] = key i's element d, zero past the last key), then
  * `tile` over the rows, tile_rows (4 or 8) at a time: the scores of rows q.. (the packing at the

@@ -1,21 +1,21 @@
 /*
  * attn_avx512.c: nb_attn_pv and nb_attn_qk (api.h) with 512-bit registers for the fused
- * attention's prefill. The value sums (more than 4 rows, heads a multiple of 32): value rows
- * decoded PV_KEYS at a time into f32 (nb_attn_decode_row_avx2), then tiles of up to 8 output rows
- * x 32 elements held in 16 registers while the decoded rows go by: per row 2 loads, per output
- * row a broadcast and 2 fma. Each element gets one fma per row in row order. Decode (a few rows)
- * and other head sizes take the AVX2 set's path. The scores: QK_KEYS keys at a time transposed
- * into f32 (nb_attn_qk_blocks_avx2), then per group of 8 packed query rows a tile of 8 rows x 32
- * keys in 16 registers over the elements: per element 2 loads, per row an fma-folded broadcast
- * and 2 fma, one fma per element in element order. Both keep the reference's order and the AVX2
+ * attention's prefill. The value sums (more than 4 rows, heads a multiple of 32): 32 elements of
+ * up to 128 value rows at a time decoded into f32 (nb_attn_decode_chunk_avx2), then tiles of up
+ * to 8 output rows x those 32 elements held in 16 registers while the decoded rows go by: per row
+ * 2 loads, per output row a broadcast and 2 fma. Each element gets one fma per row in row order.
+ * Decode (a few rows) and other head sizes take the AVX2 set's path. The scores: QK_KEYS keys at
+ * a time transposed into f32 (nb_attn_qk_blocks_avx2), then per group of 8 packed query rows a
+ * tile of 8 rows x 32 keys in 16 registers over the elements: per element 2 loads, per row an
+ * fma-folded broadcast and 2 fma, one fma per element in element order. Both keep the reference's order and the AVX2
  * set's, so the bits are the same (test_kv).
  */
 #include "kernels/api.h"
 #include "kernels/x86/avx512/avx512.h"
 
-enum { PV_KEYS = 16, PV_ROWS = 8 };
+enum { PV_ROWS = 8 };
 
-/* acc rows 0..R-1, elements 0..31 (ld D apart), += p * vf over n decoded rows of D elements. */
+/* acc rows 0..R-1, elements 0..31 (rows D apart), += p * vf over the n decoded rows of a chunk. */
 static inline __attribute__((always_inline)) void tile32(int R, const float *vf, int D, int n, const float *p,
                                                          size_t ldp, float *acc) {
     __m512 a[PV_ROWS][2];
@@ -25,7 +25,7 @@ static inline __attribute__((always_inline)) void tile32(int R, const float *vf,
         a[r][1] = _mm512_loadu_ps(acc + (size_t)r * D + 16);
     }
     for (int j = 0; j < n; j++) {
-        const __m512 v0 = _mm512_loadu_ps(vf + (size_t)j * D), v1 = _mm512_loadu_ps(vf + (size_t)j * D + 16);
+        const __m512 v0 = _mm512_loadu_ps(vf + (size_t)j * NB_ATTN_CHUNK), v1 = _mm512_loadu_ps(vf + (size_t)j * NB_ATTN_CHUNK + 16);
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             const __m512 w = _mm512_set1_ps(p[(size_t)r * ldp + (size_t)j]);
@@ -54,19 +54,15 @@ void nb_attn_pv_avx512(int vtype, const void *v, size_t vs, int nk, int D, const
         nb_attn_pv_avx2(vtype, v, vs, nk, D, p, ldp, rows, acc);
         return;
     }
-    float vf[PV_KEYS * NB_ATTN_MAX_D];
-    for (int j0 = 0; j0 < nk; j0 += PV_KEYS) {
-        const int n = nk - j0 < PV_KEYS ? nk - j0 : PV_KEYS;
-        for (int j = 0; j < n; j++) {
-            const uint8_t *row = (const uint8_t *)v + (size_t)(j0 + j) * vs;
-            for (size_t o = 0; o < vs; o += 64) /* the next group's row, as the keys' (pack_k) */
-                _mm_prefetch((const char *)row + PV_KEYS * vs + o, _MM_HINT_T1);
-            nb_attn_decode_row_avx2(vtype, row, vf + (size_t)j * D, D);
-        }
-        for (int r0 = 0; r0 < rows; r0 += PV_ROWS) {
-            const int R = rows - r0 < PV_ROWS ? rows - r0 : PV_ROWS;
-            for (int d = 0; d < D; d += 32)
-                tiles[R - 1](vf + d, D, n, p + (size_t)r0 * ldp + (size_t)j0, ldp, acc + (size_t)r0 * D + d);
+    float vf[NB_ATTN_CHUNK_KEYS * NB_ATTN_CHUNK];
+    for (int j0 = 0; j0 < nk; j0 += NB_ATTN_CHUNK_KEYS) {
+        const int n = nk - j0 < NB_ATTN_CHUNK_KEYS ? nk - j0 : NB_ATTN_CHUNK_KEYS;
+        for (int d = 0; d < D; d += NB_ATTN_CHUNK) {
+            nb_attn_decode_chunk_avx2(vtype, (const uint8_t *)v + (size_t)j0 * vs, vs, n, d, NB_ATTN_CHUNK, vf);
+            for (int r0 = 0; r0 < rows; r0 += PV_ROWS) {
+                const int R = rows - r0 < PV_ROWS ? rows - r0 : PV_ROWS;
+                tiles[R - 1](vf, D, n, p + (size_t)r0 * ldp + (size_t)j0, ldp, acc + (size_t)r0 * D + d);
+            }
         }
     }
 }
