@@ -1,6 +1,6 @@
 /*
  * fp4.h: the reduction that the AVX2 and AVX-512 MXFP4 tiles share (their lane layouts are the
- * same at that point; the contract is in kernels.h).
+ * same at that point; the contract is in kernels.h), and both sets' NVFP4 scale decoder.
  *
  * MXFP4 keeps one lane per row and token: both sets first reduce a unit to 4 dword lanes per row,
  * two rows per register ([row 0 | row 1] and [row 2 | row 3] by 128-bit half), then two rounds of
@@ -39,6 +39,31 @@ static inline void nb_mx_store(__m256 acc, int nr, int t, int nt, float *y, size
         for (int r = 0; r < nr; r++)
             y[(size_t)(t + b) * ldy + (size_t)r * rs] =
                 _mm_cvtss_f32(_mm_permutevar_ps(h[r & 1], _mm_set1_epi32(2 * b + (r >> 1))));
+}
+
+/* NVFP4's scales as the half table holds them (nb_ue4m3_to_fp32_half), decoded in registers in two
+ * steps: nb_nv_codes takes the 16 codes of block b[i] of 4 rows (row pairs 0, 1 and 2, 3) at once,
+ * nb_nv_unit_scales gives unit h's, s[j] = row pair j's [d2h, d2h, d2h+1, d2h+1 | its second
+ * row's]. A code's low 7 bits shifted into an fp16's exponent and mantissa make 2^-8 times its
+ * value (the biases differ by 8), exactly widened and times 128; 0x7F (NaN) is 0 as in the
+ * table, and bit 7 is ignored. Each code is doubled over its two lanes as fp16, before the
+ * conversion (permuting converted floats takes a vpermps per register). */
+static inline __attribute__((always_inline)) __m256i nb_nv_codes(const nb_block_nvfp4 *const b[4]) {
+    uint32_t d[4];
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) memcpy(&d[i], b[i]->d, 4);
+    /* code pairs (d2h, d2h+1) of rows 0, 1, 0, 1 | 2, 3, 2, 3 for h = 0, 0, 1, 1 | 0, 0, 1, 1 */
+    const __m128i c8 = _mm_unpacklo_epi16(_mm_insert_epi32(_mm_cvtsi32_si128((int)d[0]), (int)d[2], 1),
+                                          _mm_insert_epi32(_mm_cvtsi32_si128((int)d[1]), (int)d[3], 1));
+    const __m256i c = _mm256_cvtepu8_epi16(c8);
+    const __m256i h = _mm256_slli_epi16(_mm256_and_si256(c, _mm256_set1_epi16(0x7F)), 7);
+    return _mm256_andnot_si256(_mm256_cmpeq_epi16(c, _mm256_set1_epi16(0x7F)), h);
+}
+
+static inline __attribute__((always_inline)) void nb_nv_unit_scales(__m256i codes, int h, __m256 s[2]) {
+    const __m256i dup = h ? _mm256_unpackhi_epi16(codes, codes) : _mm256_unpacklo_epi16(codes, codes);
+    s[0] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(dup)), _mm256_set1_ps(128.0f));
+    s[1] = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(dup, 1)), _mm256_set1_ps(128.0f));
 }
 
 #endif

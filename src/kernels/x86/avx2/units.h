@@ -296,31 +296,40 @@ static inline float nv_lane_sum(__m256 v) {
 /* The tile of NVFP4 against NB_ACT_Q8_0X_NV activations: tile_u's 8 lanes per row and token (c <=
  * 28, nc >> 3 = -16 * sum4(a)) in the nibbles' order, two rows per register pair (fp4_codes2): lo
  * = [x's groups 0,1,4,5 | z's], hi = [x's groups 2,3,6,7 | z's], whose scales are s0, s0, s1, s1
- * in every half, so one scale product per row pair and token serves both. A row's 8 chains are
- * those of one register, [g0 g1 g4 g5 | g2 g3 g6 g7], gathered from lo and hi at the end. */
+ * in every half, so one scale product per row pair and token serves both. The scale codes of a
+ * block's 4 rows are one decode at its first unit (nb_nv_codes; a loop over whole blocks, its two
+ * units unrolled, spilled more at 3 tokens and lost 9 % of prefill). A row's 8 chains are those
+ * of one register, [g0 g1 g4 g5 | g2 g3 g6 g7], gathered from lo and hi at the end. */
 static inline __attribute__((always_inline)) void tile_nv(int ub, int R, int T, int64_t nu, const uint8_t *w, size_t ws,
                                                           size_t rs, const uint8_t *a, size_t as, float *y, size_t ldy) {
     const int S = (R + 1) / 2; /* row pairs (an odd last row pairs with itself) */
+    const uint8_t *p[4];       /* pair j's rows x, z at p[2j], p[2j + 1]; a pair past S repeats pair 0 for the scales */
+    #pragma GCC unroll 2
+    for (int j = 0; j < 2; j++) {
+        const int x = j < S ? 2 * j : 0, z = 2 * j + 1 < R ? 2 * j + 1 : x;
+        p[2 * j] = w + (size_t)x * rs * ws, p[2 * j + 1] = w + (size_t)z * rs * ws;
+    }
     __m256 lo_acc[RMAX / 2][TMAX], hi_acc[RMAX / 2][TMAX];
     #pragma GCC unroll 8
     for (int j = 0; j < S; j++)
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) lo_acc[j][t] = hi_acc[j][t] = _mm256_setzero_ps();
+    __m256i codes = _mm256_setzero_si256();
     for (int64_t u = 0; u < nu; u++) {
-        if ((u & 1) == 0) /* two units (36 bytes) per prefetch of a row */
+        const int k = (int)(u & 1); /* unit k of block u / 2 */
+        const nb_block_nvfp4 *const b[4] = {(const nb_block_nvfp4 *)p[0] + u / 2, (const nb_block_nvfp4 *)p[1] + u / 2,
+                                            (const nb_block_nvfp4 *)p[2] + u / 2, (const nb_block_nvfp4 *)p[3] + u / 2};
+        if (k == 0) {
             #pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
+            for (int r = 0; r < R; r++) /* two units (36 bytes) per prefetch of a row */
                 _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + nb_prefetch_bytes(ub), _MM_HINT_T0);
-        __m256i lo[RMAX / 2], hi[RMAX / 2];
-        __m256 sc[RMAX / 2];
-        #pragma GCC unroll 8
-        for (int j = 0; j < S; j++) {
-            const uint8_t *x = w + (size_t)(2 * j) * rs * ws, *z = w + (size_t)(2 * j + 1 < R ? 2 * j + 1 : 2 * j) * rs * ws;
-            __m128 sx, sz;
-            const uint8_t *qx = nv_unit(x, u, &sx), *qz = nv_unit(z, u, &sz);
-            fp4_codes2(qx, qz, &lo[j], &hi[j]);
-            sc[j] = _mm256_setr_m128(sx, sz);
+            codes = nb_nv_codes(b);
         }
+        __m256 sc[2];
+        nb_nv_unit_scales(codes, k, sc);
+        __m256i lo[RMAX / 2], hi[RMAX / 2];
+        #pragma GCC unroll 8
+        for (int j = 0; j < S; j++) fp4_codes2(b[2 * j]->qs + 16 * k, b[2 * j + 1]->qs + 16 * k, &lo[j], &hi[j]);
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;

@@ -296,32 +296,6 @@ static inline __attribute__((always_inline)) void tile_mx(int ub, int nr, int T,
 
 /* ---- NVFP4: the same row pairs, 8 lanes in two accumulators ---- */
 
-/* ggml's halved UE4M3 decode (= nb_ue4m3_to_fp32_half, bit for bit) of the 16 scale codes of a
- * block's 4 rows, as the 4 (unit, row pair) scale vectors that dec_nvfp4 needs. The code's low 7
- * bits placed at fp16 bit 7 are the same number with an exponent bias of 15 instead of 7,
- * subnormals included, so vcvtph2ps times 2^8 decodes it and 2^7 halves it; bit 7 is ignored and
- * the code 0x7F gives 0. Each code is doubled over its two lanes as fp16, before the conversion,
- * where permuting the converted floats took 4 vpermps. */
-static inline __attribute__((always_inline)) void ue4m3_scales(const nb_block_nvfp4 *const b[4], quad *q) {
-    uint32_t d[4];
-    #pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) memcpy(&d[i], b[i]->d, 4);
-    /* Code pairs (d2h, d2h+1) of rows 0, 1, 0, 1, 2, 3, 2, 3 for h = 0, 0, 1, 1, 0, 0, 1, 1 */
-    const __m128i c8 = _mm_unpacklo_epi16(_mm_insert_epi32(_mm_cvtsi32_si128((int)d[0]), (int)d[2], 1),
-                                          _mm_insert_epi32(_mm_cvtsi32_si128((int)d[1]), (int)d[3], 1));
-    const __m256i c = _mm256_cvtepu8_epi16(c8);
-    const __m256i h = _mm256_slli_epi16(_mm256_and_si256(c, _mm256_set1_epi16(0x7F)), 7);
-    const __m256i keep = _mm256_andnot_si256(_mm256_cmpeq_epi16(c, _mm256_set1_epi16(0x7F)), h);
-    #pragma GCC unroll 2
-    for (int u = 0; u < 2; u++) {
-        /* unit u of row pairs 0 and 1, each code twice */
-        const __m256i dup = u ? _mm256_unpackhi_epi16(keep, keep) : _mm256_unpacklo_epi16(keep, keep);
-        const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(dup), _mm512_set1_ps(128.0f));
-        q[u].s[0] = _mm512_castps512_ps256(s);
-        q[u].s[1] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1));
-    }
-}
-
 /* NVFP4 block k = units 2k and 2k+1 (q[0], q[1]): unit h is sub-blocks 2h and 2h+1, bytes
  * 16h..16h+15 (sub-block s in bytes 8s..8s+7, low nibbles its elements 0..7, high nibbles 8..15).
  * Low nibbles of the 16 bytes are the unit's elements 0-7,16-23, high nibbles 8-15,24-31:
@@ -336,7 +310,9 @@ static inline __attribute__((always_inline)) void dec_nvfp4(const uint8_t *const
         fp4_codes(&q[h], 0, rows2(b[0]->qs + 16 * h, b[1]->qs + 16 * h));
         fp4_codes(&q[h], 1, rows2(b[2]->qs + 16 * h, b[3]->qs + 16 * h));
     }
-    ue4m3_scales(b, q);
+    const __m256i codes = nb_nv_codes(b);
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) nb_nv_unit_scales(codes, h, q[h].s);
 }
 
 /* The contract's tree over a row pair's lanes, lo = groups 0,1,4,5 and hi = groups 2,3,6,7 of
