@@ -296,10 +296,11 @@ static inline float nv_lane_sum(__m256 v) {
 /* The tile of NVFP4 against NB_ACT_Q8_0X_NV activations: tile_u's 8 lanes per row and token (c <=
  * 28, nc >> 3 = -16 * sum4(a)) in the nibbles' order, two rows per register pair (fp4_codes2): lo
  * = [x's groups 0,1,4,5 | z's], hi = [x's groups 2,3,6,7 | z's], whose scales are s0, s0, s1, s1
- * in every half, so one scale product per row pair and token serves both. The scale codes of a
- * block's 4 rows are one decode at its first unit (nb_nv_codes; a loop over whole blocks, its two
- * units unrolled, spilled more at 3 tokens and lost 9 % of prefill). A row's 8 chains are those
- * of one register, [g0 g1 g4 g5 | g2 g3 g6 g7], gathered from lo and hi at the end. */
+ * in every half, so one scale product per row pair and token serves both. Up to 2 tokens the
+ * scale codes of a block's 4 rows are one decode at its first unit (nb_nv_codes); at 3 tokens,
+ * whose products keep the vector ports busy, each unit's scales come from the table by loads
+ * (the decode there lost 12 % in cache). A row's 8 chains are those of one register, [g0 g1 g4
+ * g5 | g2 g3 g6 g7], gathered from lo and hi at the end. */
 static inline __attribute__((always_inline)) void tile_nv(int ub, int R, int T, int64_t nu, const uint8_t *w, size_t ws,
                                                           size_t rs, const uint8_t *a, size_t as, float *y, size_t ldy) {
     const int S = (R + 1) / 2; /* row pairs (an odd last row pairs with itself) */
@@ -323,10 +324,18 @@ static inline __attribute__((always_inline)) void tile_nv(int ub, int R, int T, 
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++) /* two units (36 bytes) per prefetch of a row */
                 _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + nb_prefetch_bytes(ub), _MM_HINT_T0);
-            codes = nb_nv_codes(b);
+            if (T < 3) codes = nb_nv_codes(b);
         }
         __m256 sc[2];
-        nb_nv_unit_scales(codes, k, sc);
+        if (T < 3)
+            nb_nv_unit_scales(codes, k, sc);
+        else
+            #pragma GCC unroll 2
+            for (int j = 0; j < S; j++) {
+                __m128 sx, sz;
+                nv_unit((const uint8_t *)b[2 * j], k, &sx), nv_unit((const uint8_t *)b[2 * j + 1], k, &sz);
+                sc[j] = _mm256_setr_m128(sx, sz);
+            }
         __m256i lo[RMAX / 2], hi[RMAX / 2];
         #pragma GCC unroll 8
         for (int j = 0; j < S; j++) fp4_codes2(b[2 * j]->qs + 16 * k, b[2 * j + 1]->qs + 16 * k, &lo[j], &hi[j]);
