@@ -92,14 +92,14 @@ static int make_matrix(matrix *m, int type, shape sh, int max_n, int hot) {
 static void drop_matrix(matrix *m) { free(m->w), free(m->x), free(m->y); }
 
 /* Seconds per call of n rows: calls repeated for at least min_s, each on the next copy. */
-static double time_calls(nb_pool *pool, matrix *m, int n, double min_s) {
+static double time_calls(nb_pool *pool, matrix *m, int n, double min_s, nb_route route) {
     int calls = 0;
     const double t0 = now_s();
     double t;
     do {
         const uint8_t *w = m->w + (size_t)m->next * m->bytes;
         m->next = (m->next + 1) % m->copies;
-        if (nb_matmul(pool, m->type, w, m->sh.out, m->sh.in, m->x, n, m->y) != NB_OK) {
+        if (nb_matmul_route(pool, m->type, w, m->sh.out, m->sh.in, m->x, n, m->y, route) != NB_OK) {
             fprintf(stderr, "bench_batch: %s\n", nb_last_error());
             exit(1);
         }
@@ -112,7 +112,7 @@ static double time_calls(nb_pool *pool, matrix *m, int n, double min_s) {
 static void usage(void) {
     fprintf(stderr,
             "usage: bench_batch [-t 1,2] [-n 1,2,4,8,16] [-r ROUNDS] [--types q8_0,q4_K,...] [--shapes OUTxIN,...]\n"
-            "                   [--ms MS] [--ranges] [--hot]\n"
+            "                   [--ms MS] [--ranges] [--hot] [--route quant|block]\n"
             "  -t LIST        thread counts (default 1,2)\n"
             "  -n LIST        activation rows per call (default 1,2,4,8,16; the ratio is against the first)\n"
             "  -r ROUNDS      rounds, each timing every n once (default 5)\n"
@@ -120,13 +120,15 @@ static void usage(void) {
             "  --shapes LIST  n_out x n_in (default 640x2048,2048x640,262144x640,1024x3072,3072x1024,151936x1024)\n"
             "  --ms MS        least milliseconds of calls per sample (default 30)\n"
             "  --ranges       each cell also shows [min-max] GB/s over the rounds\n"
-            "  --hot          one copy of each matrix: a matrix that fits the caches is read from them\n");
+            "  --hot          one copy of each matrix: a matrix that fits the caches is read from them\n"
+            "  --route R      quant (default: llama.cpp's orders) or block (NB_ROUTE_BLOCK, the one-lane orders)\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     int threads[MAX_LIST] = {1, 2}, nthreads = 2, ns[MAX_LIST] = {1, 2, 4, 8, 16}, nns = 5, rounds = 5, ranges = 0, hot = 0;
     double min_s = 0.030;
+    nb_route route = NB_ROUTE_QUANT;
     const char *types_arg = "q4_K,q6_K,q8_0,q5_0,q4_0,mxfp4,nvfp4,f16";
     shape shapes[MAX_LIST] = {{640, 2048}, {2048, 640}, {262144, 640}, {1024, 3072}, {3072, 1024}, {151936, 1024}};
     int nshapes = 6;
@@ -138,7 +140,12 @@ int main(int argc, char **argv) {
         }
         if (!v) usage();
         i++;
-        if (!strcmp(a, "-t")) {
+        if (!strcmp(a, "--route")) {
+            if (!strcmp(v, "block"))
+                route = NB_ROUTE_BLOCK;
+            else if (strcmp(v, "quant"))
+                usage();
+        } else if (!strcmp(a, "-t")) {
             if (!(nthreads = parse_ints(v, threads, MAX_LIST))) usage();
         } else if (!strcmp(a, "-n")) {
             if (!(nns = parse_ints(v, ns, MAX_LIST))) usage();
@@ -205,12 +212,12 @@ int main(int argc, char **argv) {
                     return 1;
                 }
                 for (int i = 0; i < nns; i++) /* warm: pages of every copy, the pool's scratch */
-                    for (int c = 0; c < m.copies; c++) time_calls(pool, &m, ns[i], 0);
+                    for (int c = 0; c < m.copies; c++) time_calls(pool, &m, ns[i], 0, route);
                 for (int r = 0; r < rounds; r++)
                     for (int i = 0; i < nns; i++)
-                        gbs[i * rounds + r] = (double)m.bytes / time_calls(pool, &m, ns[i], min_s) / 1e9;
+                        gbs[i * rounds + r] = (double)m.bytes / time_calls(pool, &m, ns[i], min_s, route) / 1e9;
                 printf("| %s | %lldx%lld | %s |", info->name, (long long)shapes[si].out, (long long)shapes[si].in,
-                       nb_matmul_kernel_name(types[ty], NB_ROUTE_QUANT));
+                       nb_matmul_kernel_name(types[ty], route));
                 double base = 0;
                 for (int i = 0; i < nns; i++) {
                     double *v = gbs + i * rounds;

@@ -7,7 +7,7 @@ model, threads, slots and context per slot, on loopback; every request streams a
 `nibble run`'s single-stream decode for reference.
 
   usage: build/venv/bin/python bench/serve_load.py [-m MODEL] [-t 2] [-np 8] [--streams 1,2,4,8]
-         [--tokens 64] [--rounds 3] [--llama-server PATH | --no-llama]
+         [--tokens 64] [--rounds 3] [--nibble-args FLAGS] [--llama-server PATH | --no-llama]
   llama-server: scripts/build-llama-tools.sh builds it (build/llama-tools/bin/llama-server).
 Standard library only. Run it on a quiet machine: the numbers are wall-clock.
 """
@@ -56,7 +56,8 @@ def wait_health(port, limit=300):
 
 def start_nibble(a):
     p = subprocess.Popen([a.nibble, "serve", "-m", a.model, "--port", "0", "-t", str(a.threads), "-np",
-                          str(a.slots), "-c", str(a.ctx)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                          str(a.slots), "-c", str(a.ctx)] + a.nibble_args.split(), stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
     ready, _, _ = select.select([p.stdout], [], [], 300)
     line = p.stdout.readline() if ready else ""
     m = re.search(r"127\.0\.0\.1:(\d+)/", line)
@@ -148,6 +149,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--limit", type=float, default=600, help="seconds one request may take")
     ap.add_argument("--nibble", default=os.path.join(os.environ.get("NB_BUILD", "build"), "nibble"))
+    ap.add_argument("--nibble-args", default="", help="more flags for nibble serve (e.g. --no-fast-batch)")
     ap.add_argument("--llama-server", default="build/llama-tools/bin/llama-server")
     ap.add_argument("--no-llama", action="store_true")
     a = ap.parse_args()

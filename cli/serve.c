@@ -28,13 +28,15 @@ static const char USAGE[] =
     "  --kv T                    both cache types at once (-ctk T -ctv T)\n"
     "  --timeout S               close a connection idle for S seconds (default 600)\n"
     "  --queue N                 requests waiting for a slot before 503 (default 64)\n"
+    "  --no-fast-batch           steps of several slots keep llama.cpp's orders (slower; by default they sum\n"
+    "                            each weight block exactly, then round once)\n"
     "  -ngl N                    accepted and ignored (nibble runs on the CPU)\n"
     "Endpoints: POST /v1/chat/completions, /v1/completions, /tokenize, /detokenize;\n"
     "GET /v1/models, /health, /metrics. SIGINT/SIGTERM cancel running requests and exit 0.\n";
 
 int cmd_serve(int argc, char **argv) {
     nb_serve_params p = nb_serve_default_params();
-    int kv = -1;
+    int kv = -1, exact_batch = 0;
     arg_cache cache = {0};
     arg_opt opts[] = {
         OPT_STR("-m|--model", &p.model),
@@ -50,6 +52,7 @@ int cmd_serve(int argc, char **argv) {
         OPT_CHOICE("--kv", &kv, ARG_CACHE_TYPES),
         OPT_INT("--timeout", &p.timeout_s, 1, 86400),
         OPT_INT("--queue", &p.n_queue, 1, 1 << 16),
+        OPT_FLAG("--no-fast-batch", &exact_batch),
         OPT_NGL,
     };
     arg_spec spec = ARG_SPEC("serve", USAGE, opts, NULL, 0);
@@ -62,6 +65,7 @@ int cmd_serve(int argc, char **argv) {
     if (p.api_key && !*p.api_key) return arg_usage_error(&spec, "--api-key is empty");
     if (kv >= 0) cache.k = cache.v = kv;
     arg_cache_apply(&cache, &p.slot);
+    if (exact_batch) p.slot.fast_batch = 0;
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);

@@ -565,6 +565,9 @@ typedef struct nb_ctx_params {
                       * (default): only the window plus a batch, in a ring */
     int fast_prefill; /* 1: weight products take NB_ROUTE_BLOCK (faster prefill: docs/BENCHMARKS.md;
                        * logits no longer llama.cpp's bits: docs/QUALITY.md); 0 (default): NB_ROUTE_QUANT */
+    int fast_batch;  /* 1: nb_batch_eval's steps of two or more sequences take NB_ROUTE_BLOCK (faster
+                      * serving, `nibble serve`'s default; a sequence's logits then depend on whether
+                      * others share its step); 0 (default): every step takes the route above */
     int n_threads;   /* pool size when pool is NULL (<= 0: one per CPU) */
     nb_pool *pool;   /* optional shared pool (not owned) */
 } nb_ctx_params;

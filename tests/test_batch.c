@@ -142,6 +142,48 @@ TEST(truncate_reuses_a_prefix) {
     nb_pool_destroy(pool);
 }
 
+static nb_ctx *ctx_routed(nb_pool *pool, int fast_prefill, int fast_batch) {
+    nb_ctx_params p = nb_ctx_default_params();
+    p.n_ctx = 32, p.n_batch = 32, p.pool = pool, p.fast_prefill = fast_prefill, p.fast_batch = fast_batch;
+    nb_ctx *c = NULL;
+    CHECK(nb_ctx_create(model, &p, &c) == NB_OK, "ctx: %s", nb_last_error());
+    return c;
+}
+
+/* fast_batch: a step of several sequences takes NB_ROUTE_BLOCK, as fast_prefill contexts do every
+ * step (the three prompts, 22 rows, then one token each: 3 rows, which the block route leaves to
+ * llama.cpp's orders); a step of one sequence keeps the default route. */
+TEST(fast_batch_routes) {
+    if (!model) SKIP("model %s absent", MODEL);
+    nb_pool *pool;
+    CHECK(nb_pool_create(2, &pool) == NB_OK, "pool: %s", nb_last_error());
+    nb_ctx *fb[3], *fp[3];
+    for (int i = 0; i < 3; i++) fb[i] = ctx_routed(pool, 0, 1), fp[i] = ctx_routed(pool, 1, 0);
+    float *la = malloc(sizeof(float) * 3 * (size_t)n_vocab), *lb = malloc(sizeof(float) * 3 * (size_t)n_vocab);
+    const int32_t *tok[3] = {P0, P1, P2};
+    int n[3] = {N_PROMPT[0], N_PROMPT[1], N_PROMPT[2]};
+    for (int step = 0; step < 2; step++) {
+        CHECK(nb_batch_eval(fb, tok, n, 3, la) == NB_OK && nb_batch_eval(fp, tok, n, 3, lb) == NB_OK, "batch: %s",
+              nb_last_error());
+        CHECK(!memcmp(la, lb, sizeof(float) * 3 * (size_t)n_vocab), "step %d: fast_batch differs from fast_prefill", step);
+        static int32_t next[3];
+        for (int i = 0; i < 3; i++) next[i] = argmax(la + (size_t)i * n_vocab), tok[i] = &next[i], n[i] = 1;
+    }
+    nb_ctx *one = ctx_routed(pool, 0, 1), *plain = ctx_routed(pool, 0, 0);
+    tok[0] = P2, n[0] = N_PROMPT[2];
+    CHECK(nb_batch_eval(&one, tok, n, 1, la) == NB_OK && nb_ctx_eval(plain, P2, N_PROMPT[2], lb, 0) == NB_OK, "eval: %s",
+          nb_last_error());
+    CHECK(!memcmp(la, lb, sizeof(float) * (size_t)n_vocab), "one sequence under fast_batch left the default route");
+    nb_ctx *mixed[2] = {plain, fb[0]};
+    n[0] = n[1] = 1;
+    CHECK(nb_batch_eval(mixed, tok, n, 2, NULL) == NB_ERR_INVALID_ARG && strstr(nb_last_error(), "fast_batch"),
+          "a fast_batch context beside a default one: %s", nb_last_error());
+    for (int i = 0; i < 3; i++) nb_ctx_free(fb[i]), nb_ctx_free(fp[i]);
+    nb_ctx_free(one), nb_ctx_free(plain);
+    free(la), free(lb);
+    nb_pool_destroy(pool);
+}
+
 /* Refusals name the problem and leave every context where it was. */
 TEST(bad_batches_refused) {
     if (!model) SKIP("model %s absent", MODEL);
@@ -187,6 +229,7 @@ int main(void) {
     RUN(one_sequence_is_ctx_eval);
     RUN(sequences_share_a_pass);
     RUN(truncate_reuses_a_prefix);
+    RUN(fast_batch_routes);
     RUN(bad_batches_refused);
     nb_model_free(model);
     return test_summary();

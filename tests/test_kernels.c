@@ -156,37 +156,44 @@ TEST(avx512_gemm_panels_match_reference) {
     gemm_panels_isa(NB_ISA_AVX512);
 }
 
-/* NB_ROUTE_BLOCK (kernels.h): every set equals the reference's block order bit for bit from
- * NB_BLOCK_MIN tokens (long rows over several panel chunks, and more tokens than a panel keeps),
- * and below it the quantized route's; the types with a block order take it (the kernel's name
- * says so, and it differs from llama.cpp's order somewhere in 13 x 71 random products). */
+/* NB_ROUTE_BLOCK (kernels.h): every set equals the reference's block order bit for bit from its
+ * block_min (Q4_0, Q5_0, Q8_0: the token lanes of 8 to 15 tokens, one and two groups of 8, over
+ * one and several chunks of units; NVFP4 and all: the panels from NB_BLOCK_MIN, rows over several
+ * panel chunks and more tokens than a panel keeps), and below it the quantized route's; the types
+ * with a block order take it (the kernel's name says so, and it differs from llama.cpp's order
+ * somewhere in 13 x 71 and 13 x 8 random products). */
 TEST(block_route_matches_reference) {
     if (nb_isa_best() < NB_ISA_AVX2) SKIP("no AVX2");
-    static const int64_t toks[] = {NB_BLOCK_MIN - 1, NB_BLOCK_MIN, PANEL_TOKENS};
+    static const int64_t toks[] = {1, NB_BLOCK_MIN_SMALL - 1, NB_BLOCK_MIN_SMALL, 9, NB_BLOCK_MIN - 1, NB_BLOCK_MIN, PANEL_TOKENS};
+    const int ntoks = (int)(sizeof toks / sizeof toks[0]);
     for (int ti = 0; ti < ntypes; ti++) {
         if (!is_block_type(types[ti])) continue;
         int64_t n_in[3];
         shapes(types[ti], n_in);
         for (int isa = NB_ISA_AVX2; isa <= (int)nb_isa_best(); isa++)
             for (int si = 1; si < 3; si++)
-                for (int k = 0; k < 3; k++) {
+                for (int k = 0; k < ntoks; k++) {
                     problem p;
                     CHECK(make(&p, types[ti], 29, n_in[si], toks[k]), "setup %s", nb_type_name(types[ti]));
                     compare_isa((nb_isa)isa, &p, NB_ROUTE_BLOCK);
                     drop(&p);
                 }
     }
-    static const int blocked[] = {NB_TYPE_Q4_0, NB_TYPE_Q5_0, NB_TYPE_Q8_0, NB_TYPE_NVFP4};
-    for (int i = 0; i < 4; i++) {
-        const char *name = nb_matmul_kernel_name(blocked[i], NB_ROUTE_BLOCK);
-        CHECK(name && strstr(name, "(block)"), "%s block route kernel: %s", nb_type_name(blocked[i]), name ? name : "NULL");
+    /* each type with a block order, at 71 tokens; those from NB_BLOCK_MIN_SMALL at 8 as well */
+    static const struct { int type, toks; } blocked[] = {{NB_TYPE_Q4_0, 71}, {NB_TYPE_Q5_0, 71}, {NB_TYPE_Q8_0, 71},
+                                                         {NB_TYPE_NVFP4, 71}, {NB_TYPE_Q4_0, 8}, {NB_TYPE_Q5_0, 8},
+                                                         {NB_TYPE_Q8_0, 8}};
+    for (int i = 0; i < (int)(sizeof blocked / sizeof blocked[0]); i++) {
+        const int type = blocked[i].type;
+        const char *name = nb_matmul_kernel_name(type, NB_ROUTE_BLOCK);
+        CHECK(name && strstr(name, "(block)"), "%s block route kernel: %s", nb_type_name(type), name ? name : "NULL");
         problem p;
-        CHECK(make(&p, blocked[i], 13, 640, 71), "setup %s", nb_type_name(blocked[i]));
+        CHECK(make(&p, type, 13, 640, blocked[i].toks), "setup %s", nb_type_name(type));
         CHECK(nb_matmul_isa(NB_ISA_REF, NULL, p.type, p.w, 0, p.n_out, p.n_in, p.x, p.n_tok, p.y_ref, NB_ROUTE_QUANT) == NB_OK &&
                   nb_matmul_isa(NB_ISA_REF, NULL, p.type, p.w, 0, p.n_out, p.n_in, p.x, p.n_tok, p.y, NB_ROUTE_BLOCK) == NB_OK,
-              "%s matmul: %s", nb_type_name(blocked[i]), nb_last_error());
-        CHECK(memcmp(p.y, p.y_ref, sizeof(float) * (size_t)(p.n_out * p.n_tok)), "%s: the block route gave llama.cpp's order",
-              nb_type_name(blocked[i]));
+              "%s matmul: %s", nb_type_name(type), nb_last_error());
+        CHECK(memcmp(p.y, p.y_ref, sizeof(float) * (size_t)(p.n_out * p.n_tok)), "%s, %lld tokens: the block route gave "
+              "llama.cpp's order", nb_type_name(type), (long long)p.n_tok);
         drop(&p);
     }
 }

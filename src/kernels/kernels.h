@@ -99,9 +99,12 @@ typedef struct nb_kernel {
     int block_min, block_act;
     const char *name_block; /* "avx2 q5_0 x q8_0 (block)" */
 } nb_kernel;
-/* block_min of every set: the tokens from which the AVX2 panels run (the reference's block order
- * must start where theirs does, for the sets to agree) */
+/* block_min of every set (the reference's block order must start where the SIMD sets' does, for
+ * the sets to agree): NVFP4 from the tokens where the AVX2 panels run; Q4_0, Q5_0 and Q8_0 from 8
+ * tokens, their batches below NB_BLOCK_MIN taking the token lanes (x86/avx2/tlanes.h), whose cost
+ * per row and unit does not shrink with fewer tokens: below 8 the 8-lane tiles are faster */
 #define NB_BLOCK_MIN 16
+#define NB_BLOCK_MIN_SMALL 8
 
 /* Kernel of a weight type for an ISA (falls back to the best lower ISA that has one), or NULL
  * when the type has no kernel. */

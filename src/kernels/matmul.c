@@ -173,9 +173,11 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
     if (route == NB_ROUTE_BLOCK && !(k->mm_block && n_tok >= k->block_min)) route = NB_ROUTE_QUANT;
     j.act_type = route == NB_ROUTE_QUANT ? k->act_type : route == NB_ROUTE_BLOCK ? k->block_act : NB_TYPE_F32;
     j.mm = route == NB_ROUTE_QUANT ? k->mm : route == NB_ROUTE_F32 ? k->mm_f32 : route == NB_ROUTE_BLOCK ? k->mm_block : k->mm_vec;
-    /* a small batch goes to its own kernel in one piece (kernels.h: the orders of mm and mm_batch) */
-    const int small = route == NB_ROUTE_QUANT && k->mm_small && n_tok >= 2 && n_tok <= k->small_max;
-    if (small) {
+    /* a small batch goes to its own kernel in one piece (kernels.h: the orders of mm and mm_batch;
+     * NB_ROUTE_BLOCK's below NB_BLOCK_MIN tokens: mm_block's token lanes, x86/avx2/tlanes.h) */
+    const int small_block = route == NB_ROUTE_BLOCK && n_tok < NB_BLOCK_MIN;
+    const int small = small_block || (route == NB_ROUTE_QUANT && k->mm_small && n_tok >= 2 && n_tok <= k->small_max);
+    if (small && !small_block) {
         j.mm = k->mm_small;
         if (k->small_kt) kt = n_tok / 8;
     } else if (route == NB_ROUTE_QUANT && k->mm_batch && n_tok >= k->batch_min) {

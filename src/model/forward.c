@@ -122,6 +122,7 @@ struct nb_ctx {
     uint8_t *mem;                /* the mapping: KV cache, then the arena */
     int long_rope;               /* n_ctx past the original context: LongRoPE's long factors */
     nb_route route;              /* of the weight products: NB_ROUTE_QUANT, or NB_ROUTE_BLOCK (fast_prefill) */
+    int fast_batch;              /* nb_ctx_params.fast_batch */
     /* activation arena, (n_batch, width) each; t holds a fused product before its split */
     float *x, *h, *q, *k, *v, *att, *o, *g, *u, *t;
     float *scores;               /* (n_threads, ATT_SCRATCH): scores, rounded queries */
@@ -152,7 +153,8 @@ enum { FA_TOKENS = 16, FA_KEYS = 128, FA_SPLIT = 64, FA_PARTS = 8 };
 
 nb_ctx_params nb_ctx_default_params(void) {
     nb_ctx_params p = {.n_ctx = 4096, .n_batch = 512, .type_k = NB_TYPE_F16, .type_v = NB_TYPE_F16,
-                       .flash_attn = NB_FA_AUTO, .swa_full = 0, .fast_prefill = 0, .n_threads = 0, .pool = NULL};
+                       .flash_attn = NB_FA_AUTO, .swa_full = 0, .fast_prefill = 0, .fast_batch = 0, .n_threads = 0,
+                       .pool = NULL};
     return p;
 }
 
@@ -235,6 +237,7 @@ nb_status nb_ctx_create(const nb_model *m, const nb_ctx_params *p, nb_ctx **out)
     c->kv = l.kv;
     c->long_rope = d.n_ctx > m->arch.n_ctx_orig; /* llama.cpp: n_ctx_seq > n_ctx_orig_yarn */
     c->route = d.fast_prefill ? NB_ROUTE_BLOCK : NB_ROUTE_QUANT;
+    c->fast_batch = d.fast_batch != 0;
     c->arena_bytes = l.total;
     /* anonymous pages: zero until written (attention reads cells past the last position, weighted
      * 0, so they must hold finite values) and resident only once touched */
@@ -949,9 +952,10 @@ nb_status nb_batch_eval(nb_ctx *const *ctxs, const int32_t *const *tokens, const
     for (int i = 0; i < n_seq; i++) {
         nb_ctx *c = ctxs[i];
         if (!c) return nb_fail(NB_ERR_INVALID_ARG, "batch: sequence %d has no context", i);
-        if (c->m != ctxs[0]->m || c->pool != ctxs[0]->pool || c->fused != ctxs[0]->fused || c->route != ctxs[0]->route)
+        if (c->m != ctxs[0]->m || c->pool != ctxs[0]->pool || c->fused != ctxs[0]->fused || c->route != ctxs[0]->route ||
+            c->fast_batch != ctxs[0]->fast_batch)
             return nb_fail(NB_ERR_INVALID_ARG, "batch: sequence %d's context has another model, thread pool, "
-                           "attention route or fast_prefill than sequence 0's", i);
+                           "attention route, fast_prefill or fast_batch than sequence 0's", i);
         for (int j = 0; j < i; j++)
             if (ctxs[j] == c) return nb_fail(NB_ERR_INVALID_ARG, "batch: sequences %d and %d share a context", j, i);
         if (n_tokens[i] < 1) return nb_fail(NB_ERR_INVALID_ARG, "batch: sequence %d has %d tokens (at least 1)", i, n_tokens[i]);
@@ -962,5 +966,11 @@ nb_status nb_batch_eval(nb_ctx *const *ctxs, const int32_t *const *tokens, const
     if (n_rows > ctxs[0]->n_batch)
         return nb_fail(NB_ERR_RANGE, "batch: %d tokens exceed the batch size %d of sequence 0's context (its arena "
                        "holds the batch)", n_rows, ctxs[0]->n_batch);
-    return batch_forward(ctxs[0], sv, n_seq, logits);
+    /* the step's route lives in sequence 0's context (mm reads it) for the step's length */
+    nb_ctx *c0 = ctxs[0];
+    const nb_route route = c0->route;
+    if (n_seq > 1 && c0->fast_batch) c0->route = NB_ROUTE_BLOCK;
+    s = batch_forward(c0, sv, n_seq, logits);
+    c0->route = route;
+    return s;
 }

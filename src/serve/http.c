@@ -41,8 +41,10 @@ static void replied(nb_server *s) {
 }
 
 nb_serve_params nb_serve_default_params(void) {
-    return (nb_serve_params){.host = "127.0.0.1", .port = 8080, .n_slots = 4, .n_ctx = 4096, .n_batch = 512,
-                             .slot = nb_ctx_default_params(), .n_queue = 64, .timeout_s = 600};
+    nb_serve_params p = {.host = "127.0.0.1", .port = 8080, .n_slots = 4, .n_ctx = 4096, .n_batch = 512,
+                         .slot = nb_ctx_default_params(), .n_queue = 64, .timeout_s = 600};
+    p.slot.fast_batch = 1; /* steps of several slots sum each weight block exactly (nibble.h) */
+    return p;
 }
 
 int nb_serve_port(const nb_server *s) { return s->port; }

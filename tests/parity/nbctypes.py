@@ -6,8 +6,9 @@ import numpy as np
 
 
 class CtxParams(ctypes.Structure):
+    """nb_ctx_params (include/nibble.h), field for field."""
     _fields_ = [(f, ctypes.c_int) for f in ("n_ctx", "n_batch", "type_k", "type_v", "flash_attn", "swa_full",
-                                            "fast_prefill", "n_threads")] + [("pool", ctypes.c_void_p)]
+                                            "fast_prefill", "fast_batch", "n_threads")] + [("pool", ctypes.c_void_p)]
 
 
 class ModelInfo(ctypes.Structure):

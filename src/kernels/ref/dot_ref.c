@@ -367,22 +367,22 @@ REF_MM_F32(mmf_q6_k, NB_TYPE_Q6_K)
 
 /* Names use ggml's type spelling: "ref q4_K x q8_K". */
 #define Q8(t, s, mmq, mmf) [NB_TYPE_##t] = {NB_TYPE_Q8_0, mmq, mmf, "ref " s " x q8_0", "ref " s " x f32", 1}
-/* with NB_ROUTE_BLOCK's kernel, from as many tokens as the SIMD sets' panels (NB_BLOCK_MIN) */
-#define Q8B(t, s, mmq, mmf, mmb)                                                                               \
+/* with NB_ROUTE_BLOCK's kernel, from as many tokens as the SIMD sets' (bmin, kernels.h) */
+#define Q8B(t, s, mmq, mmf, mmb, bmin)                                                                  \
     [NB_TYPE_##t] = {NB_TYPE_Q8_0, mmq, mmf, "ref " s " x q8_0", "ref " s " x f32", 1, .mm_block = mmb, \
-                     .block_min = NB_BLOCK_MIN, .block_act = NB_TYPE_Q8_0, .name_block = "ref " s " x q8_0 (block)"}
+                     .block_min = bmin, .block_act = NB_TYPE_Q8_0, .name_block = "ref " s " x q8_0 (block)"}
 #define Q81(t, s, mmq, mmf) [NB_TYPE_##t] = {NB_TYPE_Q8_1, mmq, mmf, "ref " s " x q8_1", "ref " s " x f32", 1}
 #define QK(t, s, mmq, mmf) [NB_TYPE_##t] = {NB_TYPE_Q8_K, mmq, mmf, "ref " s " x q8_K", "ref " s " x f32", 1}
 #define FL(t, s, mm) [NB_TYPE_##t] = {NB_TYPE_F32, mm, mm, "ref " s " x f32", "ref " s " x f32", 1}
 
 const nb_kernel nb_kernels_ref[NB_KERNEL_TYPES] = {
-    Q8B(Q4_0, "q4_0", mm_q4_0, mmf_q4_0, mm_q4_0_block),
-    Q8B(Q5_0, "q5_0", mm_q5_0, mmf_q5_0, mm_q5_0_block),
-    Q8B(Q8_0, "q8_0", mm_q8_0, mmf_q8_0, mm_q8_0_block),
+    Q8B(Q4_0, "q4_0", mm_q4_0, mmf_q4_0, mm_q4_0_block, NB_BLOCK_MIN_SMALL),
+    Q8B(Q5_0, "q5_0", mm_q5_0, mmf_q5_0, mm_q5_0_block, NB_BLOCK_MIN_SMALL),
+    Q8B(Q8_0, "q8_0", mm_q8_0, mmf_q8_0, mm_q8_0_block, NB_BLOCK_MIN_SMALL),
     Q81(Q4_1, "q4_1", mm_q4_1, mmf_q4_1),
     Q81(Q5_1, "q5_1", mm_q5_1, mmf_q5_1),
     Q8(MXFP4, "mxfp4", mm_mxfp4, mmf_mxfp4),
-    Q8B(NVFP4, "nvfp4", mm_nvfp4, mmf_nvfp4, mm_nvfp4_block),
+    Q8B(NVFP4, "nvfp4", mm_nvfp4, mmf_nvfp4, mm_nvfp4_block, NB_BLOCK_MIN),
     [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, mm_q4_k, mmf_q4_k, "ref q4_K x q8_K", "ref q4_K x f32", 1, NULL, mm_q4_k_batch, 4, 4},
     QK(Q5_K, "q5_K", mm_q5_k, mmf_q5_k),
     [NB_TYPE_Q6_K] = {NB_TYPE_Q8_K, mm_q6_k, mmf_q6_k, "ref q6_K x q8_K", "ref q6_K x f32", 1, NULL, mm_q6_k_batch, 8, 1},

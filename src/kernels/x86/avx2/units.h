@@ -672,14 +672,15 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
 /* The kernel of an 8-lane type ty, activations Q8_0 (act q8_0: nb_block_q8_0, panel_tokens_q8_0)
  * or NB_ACT_Q8_0X (q8_0x). */
 #define KERNEL(ty, isa, TILE, act) KERNEL_PANEL(ty, isa, TILE, act, act, NB_PANEL_TREE)
-/* NB_ROUTE_BLOCK's kernel of type ty (NB_BLOCK_MIN tokens or more: always the panels), decoded
- * by dec, tokens by panel_tokens_##tok against activation blocks nb_block_##ab. */
-#define KERNEL_BLOCK(ty, isa, dec, tok, ab)                                                                   \
+/* NB_ROUTE_BLOCK's panels of type ty as the function fn (a declarator: linkage, type and name; from
+ * NB_BLOCK_MIN tokens), decoded by dec, tokens by panel_tokens_##tok against activation blocks
+ * nb_block_##ab; the smaller batches of Q4_0, Q5_0 and Q8_0 take tlanes.h's token lanes. */
+#define BLOCK_PANELS(ty, fn, dec, tok, ab)                                                                      \
     static void panel_decode_##ty##b(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *p) {     \
         panel_decode(dec, w, ws, rows, u0, un, p);                                                            \
     }                                                                                                         \
-    void nb_mm_##ty##_block_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,  \
-                                  int64_t nt, float *y, size_t ldy) {                                         \
+    fn(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y,      \
+       size_t ldy) {                                                                                          \
         panel p;                                                                                              \
         nb_panel_gemm(panel_decode_##ty##b, panel_tokens_##tok, &p, PU, sizeof(nb_block_##ab), NB_PANEL_ONE,  \
                       n / 32, w, ws, a, as, nr, nt, y, ldy);                                                  \

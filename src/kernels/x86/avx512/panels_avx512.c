@@ -15,6 +15,7 @@
 
 #include "kernels/x86/avx512/avx512.h"
 
+#include "kernels/x86/avx2/tlanes.h"
 #include "kernels/x86/avx2/units.h"
 
 /* ---- The one-lane order on 16-row panels of 512-bit registers ---- */
@@ -83,9 +84,10 @@ static inline __attribute__((always_inline)) void panel16_tokens(int nsh, int sp
     for (int t = 0; t < T; t++) _mm512_storeu_ps((float *)acc[t], c[t]);
 }
 
-/* nb_mm_##name##_avx512 on the 16-row panels: codes by dec, offset 128 >> nsh, NVFP4's halves
- * with split: NB_ROUTE_BLOCK's kernels, and MXFP4's own order. */
-#define PANEL16(name, dec, nsh, split)                                                                            \
+/* The 16-row panels as the function fn (a declarator: linkage, type and name): NB_ROUTE_BLOCK's
+ * kernels from NB_BLOCK_MIN tokens (codes by dec, offset 128 >> nsh, NVFP4's halves with split), and
+ * MXFP4's own order. */
+#define PANEL16(name, fn, dec, nsh, split)                                                                          \
     static void decode_##name(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *p) {               \
         panel16_decode(dec, w, ws, rows, u0, un, p);                                                             \
     }                                                                                                            \
@@ -94,17 +96,22 @@ static inline __attribute__((always_inline)) void panel16_tokens(int nsh, int sp
                                                                     __m256 acc[][8], int first) {                \
         panel16_tokens(nsh, split, T, pv, un, a, as, acc, first);                                                \
     }                                                                                                            \
-    void nb_mm_##name##_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,        \
-                               int64_t nt, float *y, size_t ldy) {                                               \
+    fn(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y,         \
+       size_t ldy) {                                                                                             \
         panel16 p;                                                                                               \
         nb_panel_gemm(decode_##name, tokens_##name, &p, PU, sizeof(nb_block_q8_0x), NB_PANEL_ONE16, n / 32, w, ws, \
                       a, as, nr, nt, y, ldy);                                                                    \
     }
-PANEL16(q4_0_block, dec_q4_0u, q4_0_nsh, 0)
-PANEL16(q5_0_block, dec_q5_0u, q5_0_nsh, 0)
-PANEL16(q8_0_block, dec_q8_0u, 0, 0)
-PANEL16(nvfp4_block, dec_nvfp4, 3, 1)
-PANEL16(mxfp4_panel, dec_mxfp4, 3, 0)
+PANEL16(q4_0_block, static void panel_q4_0_block, dec_q4_0u, q4_0_nsh, 0)
+PANEL16(q5_0_block, static void panel_q5_0_block, dec_q5_0u, q5_0_nsh, 0)
+PANEL16(q8_0_block, static void panel_q8_0_block, dec_q8_0u, 0, 0)
+PANEL16(nvfp4_block, void nb_mm_nvfp4_block_avx512, dec_nvfp4, 3, 1)
+PANEL16(mxfp4_panel, void nb_mm_mxfp4_panel_avx512, dec_mxfp4, 3, 0)
+
+/* Below NB_BLOCK_MIN tokens, Q4_0, Q5_0 and Q8_0 take the token lanes with VNNI group sums (tlanes.h) */
+TL_KERNEL(q4_0, avx512, TL_VNNI, dec_q4_0u, 1, q4_0_nsh, panel_q4_0_block)
+TL_KERNEL(q5_0, avx512, TL_VNNI, dec_q5_0u, 1, q5_0_nsh, panel_q5_0_block)
+TL_KERNEL(q8_0, avx512, TL_VNNI, dec_q8_0u, 1, 0, panel_q8_0_block)
 
 /* ---- The 8-lane contract (Q4_0, Q5_0, Q8_0) on 512-bit panels, from PANEL_MIN_TOKENS ---- */
 

@@ -423,10 +423,11 @@ PANELS(mxfp4)
 #define RP 16
 #define Q8(t, s, act, mm)                                                                                        \
     [NB_TYPE_##t] = {act, mm, NULL, "avx512 " #s " x q8_0", NULL, RP, .mm_small = mm_small_##s, .small_max = SMALL_MAX}
-/* with NB_ROUTE_BLOCK's kernel (panels_avx512.c), against NB_ACT_Q8_0X or its NVFP4 order */
-#define Q8B(t, s, act, mm, bact)                                                                                     \
+/* with NB_ROUTE_BLOCK's kernel (panels_avx512.c) from bmin tokens (kernels.h), against NB_ACT_Q8_0X or
+ * its NVFP4 order */
+#define Q8B(t, s, act, mm, bact, bmin)                                                                           \
     [NB_TYPE_##t] = {act, mm, NULL, "avx512 " #s " x q8_0", NULL, RP, .mm_small = mm_small_##s,                  \
-                     .small_max = SMALL_MAX, .mm_block = nb_mm_##s##_block_avx512, .block_min = NB_BLOCK_MIN,     \
+                     .small_max = SMALL_MAX, .mm_block = nb_mm_##s##_block_avx512, .block_min = bmin,            \
                      .block_act = bact, .name_block = "avx512 " #s " x q8_0 (block)"}
 #define Q81(t, s)                                                                                                \
     [NB_TYPE_##t] = {NB_TYPE_Q8_1, mm_##s, NULL, "avx512 " #s " x q8_1", NULL, RT, .mm_small = mm_small_##s,         \
@@ -443,9 +444,10 @@ PANELS(mxfp4)
 /* Q4_K, Q5_K and Q6_K: kquants_avx512.c; F32, F16 and BF16: floats_avx512.c. The block types'
  * float route (mm_f32 NULL here) comes from the AVX2 table (dispatch). */
 const nb_kernel nb_kernels_avx512[NB_KERNEL_TYPES] = {
-    Q8B(Q4_0, q4_0, NB_ACT_Q8_0X, mm_q4_0_all, NB_ACT_Q8_0X), Q8B(Q5_0, q5_0, NB_ACT_Q8_0X, mm_q5_0_all, NB_ACT_Q8_0X),
-    Q8B(Q8_0, q8_0, NB_ACT_Q8_0X, mm_q8_0_all, NB_ACT_Q8_0X), Q8(MXFP4, mxfp4, NB_ACT_Q8_0X_MX, mm_mxfp4_all),
-    Q8B(NVFP4, nvfp4, NB_ACT_Q8_0X_NV, mm_nvfp4, NB_ACT_Q8_0X_NV), Q81(Q4_1, q4_1), Q81(Q5_1, q5_1),
+    Q8B(Q4_0, q4_0, NB_ACT_Q8_0X, mm_q4_0_all, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL),
+    Q8B(Q5_0, q5_0, NB_ACT_Q8_0X, mm_q5_0_all, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL),
+    Q8B(Q8_0, q8_0, NB_ACT_Q8_0X, mm_q8_0_all, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL), Q8(MXFP4, mxfp4, NB_ACT_Q8_0X_MX, mm_mxfp4_all),
+    Q8B(NVFP4, nvfp4, NB_ACT_Q8_0X_NV, mm_nvfp4, NB_ACT_Q8_0X_NV, NB_BLOCK_MIN), Q81(Q4_1, q4_1), Q81(Q5_1, q5_1),
     /* Q4_K: its panels (kpanel.h) from 16 tokens, in cache 0.37 ns per row, token and 32 elements there
      * where the small batches' groups of 8 take 0.42 */
     [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, nb_mm_q4_k_q8_k_avx512, NULL, "avx512 q4_K x q8_K", NULL, RP, NULL,

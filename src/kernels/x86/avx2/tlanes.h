@@ -1,0 +1,187 @@
+/*
+ * tlanes.h: NB_ROUTE_BLOCK's small batches of Q4_0, Q5_0 and Q8_0 (NB_BLOCK_MIN_SMALL to
+ * NB_BLOCK_MIN - 1 tokens: the steps of a server that decodes many streams at once), with the
+ * tokens in the lanes. A weight unit is decoded once per tile and its 4-byte groups are broadcast
+ * to every lane; lane t of an activation register holds token t's 4 codes of the same group (a
+ * copy of the activations transposed per call and chunk of units, tl_acts). So a unit's whole
+ * integer sum for token t lands in lane t, and one conversion, scale product and fma serve 8
+ * tokens, where the 8-lane contract takes three of each per token: this is kernels.h's one-lane
+ * order, bit for bit the panels' and the reference's. The decode, the scale and the 8 broadcast
+ * loads of a unit are paid per row whatever the token count (the broadcasts and the activations
+ * keep the load ports busy), so the lanes beat the 8-lane tiles only from 8 tokens: 1.15-1.6x at
+ * 8 tokens on a Zen 4 core for Q8_0 (docs/BENCHMARKS.md).
+ * Group sums, by mode:
+ *  - TL_VNNI (the AVX-512 set): vpdpbusd of the unsigned codes (units.h: w + (128 >> nsh)) with the
+ *    signed activation codes, from the activations' offset correction (NB_ACT_Q8_0X's ns >> nsh);
+ *  - TL_U (AVX2, Q4_0 and Q5_0): vpmaddubsw of the same unsigned codes, at most 31, so four groups'
+ *    word sums stay within 4 * 2 * 31 * 127 < 32767 before vpmaddwd widens them;
+ *  - TL_S (AVX2, Q8_0 against plain Q8_0 activations): the sign trick, |w| times a * sign(w)
+ *    (128 * 127 * 2 < 32767 per word), no correction.
+ */
+#ifndef NB_KERNELS_X86_TLANES_H
+#define NB_KERNELS_X86_TLANES_H
+
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/x86/avx2/units.h"
+
+#define TL_CH 32 /* units per chunk of transposed activations (20 KiB at 16 tokens) */
+#define TL_R 4   /* weight rows per tile */
+#define TL_G 2   /* groups of 8 tokens: up to 16 */
+
+enum { TL_VNNI, TL_U, TL_S };
+
+typedef struct {
+    int32_t q[TL_CH][TL_G][8][8] __attribute__((aligned(32))); /* [unit][group][k][lane]: codes 4k..4k+3 */
+    int32_t c[TL_CH][TL_G][8] __attribute__((aligned(32)));    /* the offset's correction of each token */
+    float d[TL_CH][TL_G][8] __attribute__((aligned(32)));      /* each token's scale */
+} tl_acts;
+
+/* Units u0..u0+un-1 of nt activation rows: NB_ACT_Q8_0X (x: correction (ns[0] + ns[1]) >> nsh) or
+ * Q8_0 (no correction); lanes past nt are zero. */
+static inline void tl_acts_fill(tl_acts *A, const uint8_t *a, size_t as, int64_t nt, int64_t u0, int un, int x,
+                                int nsh) {
+    memset(A, 0, sizeof *A);
+    for (int64_t t = 0; t < nt; t++)
+        for (int u = 0; u < un; u++) {
+            const int8_t *qs;
+            const int g = (int)(t / 8), l = (int)(t % 8);
+            if (x) {
+                const nb_block_q8_0x *b = (const nb_block_q8_0x *)(a + (size_t)t * as) + u0 + u;
+                qs = b->qs;
+                A->c[u][g][l] = (b->ns[0] + b->ns[1]) >> nsh;
+                A->d[u][g][l] = b->d;
+            } else {
+                const nb_block_q8_0 *b = (const nb_block_q8_0 *)(a + (size_t)t * as) + u0 + u;
+                qs = b->qs;
+                A->d[u][g][l] = _cvtsh_ss(b->d);
+            }
+            for (int k = 0; k < 8; k++) memcpy(&A->q[u][g][k][l], qs + 4 * k, 4);
+        }
+}
+
+/* One unit's integer sums of 8 tokens against the groups w[0..7] of one row's codes. */
+static inline __attribute__((always_inline)) __m256i tl_sum(int mode, __m256i acc, const int32_t w[8],
+                                                            const int32_t aq[8][8]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    if (mode == TL_VNNI) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+        __m256i acc2 = _mm256_setzero_si256(); /* two chains of 4 (exact: the order of integer sums is free) */
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            acc = _mm256_dpbusd_epi32(acc, _mm256_set1_epi32(w[k]), _mm256_load_si256((const __m256i *)aq[k]));
+            acc2 = _mm256_dpbusd_epi32(acc2, _mm256_set1_epi32(w[k + 4]), _mm256_load_si256((const __m256i *)aq[k + 4]));
+        }
+        acc = _mm256_add_epi32(acc, acc2);
+#else
+        __builtin_unreachable();
+#endif
+    } else if (mode == TL_U) {
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256i s = _mm256_maddubs_epi16(_mm256_set1_epi32(w[4 * h]), _mm256_load_si256((const __m256i *)aq[4 * h]));
+            #pragma GCC unroll 3
+            for (int k = 4 * h + 1; k < 4 * h + 4; k++)
+                s = _mm256_add_epi16(s, _mm256_maddubs_epi16(_mm256_set1_epi32(w[k]),
+                                                             _mm256_load_si256((const __m256i *)aq[k])));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(s, ones));
+        }
+    } else
+        #pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            const __m256i wk = _mm256_set1_epi32(w[k]);
+            const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(wk),
+                                                   _mm256_sign_epi8(_mm256_load_si256((const __m256i *)aq[k]), wk));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+        }
+    return acc;
+}
+
+/* A tile of TL_R rows (the last valid row again for missing ones, never stored) x G groups of
+ * tokens over units u0..u0+un-1 of ub bytes: f[r][g] += each unit's sum, one fma per unit in unit
+ * order. The rows TL_PF tiles further on are asked for in step, unit by unit (one tile's rows are
+ * one memory stream, too few misses in flight for the hardware prefetcher alone). */
+#define TL_PF 1
+static inline __attribute__((always_inline)) void tl_tile(int mode, dec_fn dec, int ub, int G, const uint8_t *w,
+                                                          size_t ws, int rows, int64_t u0, int un, const tl_acts *A,
+                                                          __m256 f[TL_R][TL_G]) {
+    const uint8_t *wr[TL_R];
+    #pragma GCC unroll 4
+    for (int r = 0; r < TL_R; r++) wr[r] = w + (size_t)(r < rows ? r : rows - 1) * ws;
+    for (int u = 0; u < un; u++) {
+        #pragma GCC unroll 4
+        for (int r = 0; r < TL_R; r++)
+            _mm_prefetch((const char *)w + (size_t)(TL_PF * TL_R + r) * ws + (size_t)(u0 + u) * ub, _MM_HINT_T0);
+        int32_t wq[TL_R][8] __attribute__((aligned(32)));
+        __m256 s[TL_R];
+        #pragma GCC unroll 4
+        for (int r = 0; r < TL_R; r++) {
+            const unit x = dec(wr[r], u0 + u);
+            _mm256_store_si256((__m256i *)wq[r], x.q);
+            s[r] = x.s;
+        }
+        /* the groups are broadcast from memory by the loads (a load port each), not rebuilt from the
+         * decoded register by two shuffles each, as the compiler would otherwise */
+        __asm__ volatile("" ::: "memory");
+        #pragma GCC unroll 2
+        for (int g = 0; g < G; g++) {
+            const __m256 d = _mm256_load_ps(A->d[u][g]);
+            #pragma GCC unroll 4
+            for (int r = 0; r < TL_R; r++) {
+                const __m256i p = tl_sum(mode, _mm256_load_si256((const __m256i *)A->c[u][g]), wq[r], A->q[u][g]);
+                f[r][g] = _mm256_fmadd_ps(_mm256_mul_ps(s[r], d), _mm256_cvtepi32_ps(p), f[r][g]);
+            }
+        }
+    }
+}
+
+/* nb_mm_fn for 1..16 tokens (activations x as in tl_acts_fill): chunks of TL_CH units, each
+ * transposed once and run by every tile of rows; a chunk's sums carry to the next through y. */
+static inline __attribute__((always_inline)) void tl_gemm(int mode, dec_fn dec, int ub, int x, int nsh, int64_t n,
+                                                          const void *w, size_t ws, const void *a, size_t as,
+                                                          int64_t nr, int64_t nt, float *y, size_t ldy) {
+    tl_acts A;
+    const int64_t nu = n / 32;
+    const int G = nt > 8 ? 2 : 1;
+    for (int64_t u0 = 0; u0 < nu; u0 += TL_CH) {
+        const int un = nu - u0 < TL_CH ? (int)(nu - u0) : TL_CH;
+        tl_acts_fill(&A, a, as, nt, u0, un, x, nsh);
+        for (int64_t r0 = 0; r0 < nr; r0 += TL_R) {
+            const int rows = nr - r0 < TL_R ? (int)(nr - r0) : TL_R;
+            float o[TL_R][8 * TL_G] __attribute__((aligned(32))) = {{0}};
+            if (u0)
+                for (int r = 0; r < rows; r++)
+                    for (int64_t t = 0; t < nt; t++) o[r][t] = y[(size_t)t * ldy + (size_t)(r0 + r)];
+            __m256 f[TL_R][TL_G]; /* in registers: every index a constant once unrolled */
+            #pragma GCC unroll 4
+            for (int r = 0; r < TL_R; r++)
+                #pragma GCC unroll 2
+                for (int g = 0; g < TL_G; g++) f[r][g] = _mm256_load_ps(o[r] + 8 * g);
+            const uint8_t *wr = (const uint8_t *)w + (size_t)r0 * ws;
+            if (G == 1)
+                tl_tile(mode, dec, ub, 1, wr, ws, rows, u0, un, &A, f);
+            else
+                tl_tile(mode, dec, ub, 2, wr, ws, rows, u0, un, &A, f);
+            #pragma GCC unroll 4
+            for (int r = 0; r < TL_R; r++)
+                #pragma GCC unroll 2
+                for (int g = 0; g < TL_G; g++) _mm256_store_ps(o[r] + 8 * g, f[r][g]);
+            for (int r = 0; r < rows; r++)
+                for (int64_t t = 0; t < nt; t++) y[(size_t)t * ldy + (size_t)(r0 + r)] = o[r][t];
+        }
+    }
+}
+
+/* NB_ROUTE_BLOCK's kernel of type ty on a set: the token lanes (mode, decoder dec, activations as
+ * in tl_acts_fill) below NB_BLOCK_MIN tokens, the set's panels `panels` from there. */
+#define TL_KERNEL(ty, isa, mode, dec, x, nsh, panels)                                                         \
+    void nb_mm_##ty##_block_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,  \
+                                  int64_t nt, float *y, size_t ldy) {                                         \
+        if (nt < NB_BLOCK_MIN)                                                                                \
+            tl_gemm(mode, dec, (int)sizeof(nb_block_##ty), x, nsh, n, w, ws, a, as, nr, nt, y, ldy);                                     \
+        else                                                                                                  \
+            panels(n, w, ws, a, as, nr, nt, y, ldy);                                                          \
+    }
+
+#endif
