@@ -6,10 +6,9 @@
  * copy of the activations transposed per call and chunk of units, tl_acts). So a unit's whole
  * integer sum for token t lands in lane t, and one conversion, scale product and fma serve 8
  * tokens, where the 8-lane contract takes three of each per token: this is kernels.h's one-lane
- * order, bit for bit the panels' and the reference's. The decode, the scale and the 8 broadcast
- * loads of a unit are paid per row whatever the token count (the broadcasts and the activations
- * keep the load ports busy), so the lanes beat the 8-lane tiles only from 8 tokens: 1.15-1.6x at
- * 8 tokens on a Zen 4 core for Q8_0 (docs/BENCHMARKS.md).
+ * order, bit for bit the panels' and the reference's. The decode, the scale and the 8 group
+ * broadcasts of a unit are paid per row whatever the token count, so the lanes beat the 8-lane
+ * tiles only from 8 tokens (docs/BENCHMARKS.md, "Token lanes").
  * Group sums, by mode:
  *  - TL_VNNI (the AVX-512 set): vpdpbusd of the unsigned codes (units.h: w + (128 >> nsh)) with the
  *    signed activation codes, from the activations' offset correction (NB_ACT_Q8_0X's ns >> nsh);
@@ -61,17 +60,35 @@ static inline void tl_acts_fill(tl_acts *A, const uint8_t *a, size_t as, int64_t
         }
 }
 
+/* Group k of a row's 8 in every lane, from lo and hi (the row's groups 0-3 and 4-7 in both 128-bit
+ * halves): one in-lane shuffle, where a broadcast from memory per group would take a load port
+ * (the activations keep those busy; in cache 1.1-1.15x). */
+static inline __attribute__((always_inline)) __m256i tl_group(__m256i lo, __m256i hi, int k) {
+    switch (k) {
+    case 0: return _mm256_shuffle_epi32(lo, 0x00);
+    case 1: return _mm256_shuffle_epi32(lo, 0x55);
+    case 2: return _mm256_shuffle_epi32(lo, 0xAA);
+    case 3: return _mm256_shuffle_epi32(lo, 0xFF);
+    case 4: return _mm256_shuffle_epi32(hi, 0x00);
+    case 5: return _mm256_shuffle_epi32(hi, 0x55);
+    case 6: return _mm256_shuffle_epi32(hi, 0xAA);
+    default: return _mm256_shuffle_epi32(hi, 0xFF);
+    }
+}
+
 /* One unit's integer sums of 8 tokens against the groups w[0..7] of one row's codes. */
 static inline __attribute__((always_inline)) __m256i tl_sum(int mode, __m256i acc, const int32_t w[8],
                                                             const int32_t aq[8][8]) {
     const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i lo = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)w));
+    const __m256i hi = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(w + 4)));
     if (mode == TL_VNNI) {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
         __m256i acc2 = _mm256_setzero_si256(); /* two chains of 4 (exact: the order of integer sums is free) */
         #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) {
-            acc = _mm256_dpbusd_epi32(acc, _mm256_set1_epi32(w[k]), _mm256_load_si256((const __m256i *)aq[k]));
-            acc2 = _mm256_dpbusd_epi32(acc2, _mm256_set1_epi32(w[k + 4]), _mm256_load_si256((const __m256i *)aq[k + 4]));
+            acc = _mm256_dpbusd_epi32(acc, tl_group(lo, hi, k), _mm256_load_si256((const __m256i *)aq[k]));
+            acc2 = _mm256_dpbusd_epi32(acc2, tl_group(lo, hi, k + 4), _mm256_load_si256((const __m256i *)aq[k + 4]));
         }
         acc = _mm256_add_epi32(acc, acc2);
 #else
@@ -80,17 +97,17 @@ static inline __attribute__((always_inline)) __m256i tl_sum(int mode, __m256i ac
     } else if (mode == TL_U) {
         #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            __m256i s = _mm256_maddubs_epi16(_mm256_set1_epi32(w[4 * h]), _mm256_load_si256((const __m256i *)aq[4 * h]));
+            __m256i s = _mm256_maddubs_epi16(tl_group(lo, hi, 4 * h), _mm256_load_si256((const __m256i *)aq[4 * h]));
             #pragma GCC unroll 3
             for (int k = 4 * h + 1; k < 4 * h + 4; k++)
-                s = _mm256_add_epi16(s, _mm256_maddubs_epi16(_mm256_set1_epi32(w[k]),
+                s = _mm256_add_epi16(s, _mm256_maddubs_epi16(tl_group(lo, hi, k),
                                                              _mm256_load_si256((const __m256i *)aq[k])));
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(s, ones));
         }
     } else
         #pragma GCC unroll 8
         for (int k = 0; k < 8; k++) {
-            const __m256i wk = _mm256_set1_epi32(w[k]);
+            const __m256i wk = tl_group(lo, hi, k);
             const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(wk),
                                                    _mm256_sign_epi8(_mm256_load_si256((const __m256i *)aq[k]), wk));
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
@@ -121,9 +138,6 @@ static inline __attribute__((always_inline)) void tl_tile(int mode, dec_fn dec, 
             _mm256_store_si256((__m256i *)wq[r], x.q);
             s[r] = x.s;
         }
-        /* the groups are broadcast from memory by the loads (a load port each), not rebuilt from the
-         * decoded register by two shuffles each, as the compiler would otherwise */
-        __asm__ volatile("" ::: "memory");
         #pragma GCC unroll 2
         for (int g = 0; g < G; g++) {
             const __m256 d = _mm256_load_ps(A->d[u][g]);
