@@ -193,7 +193,7 @@ static inline __attribute__((always_inline)) void tl_gemm(int mode, dec_fn dec, 
     void nb_mm_##ty##_block_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,  \
                                   int64_t nt, float *y, size_t ldy) {                                         \
         if (nt < NB_BLOCK_MIN)                                                                                \
-            tl_gemm(mode, dec, (int)sizeof(nb_block_##ty), x, nsh, n, w, ws, a, as, nr, nt, y, ldy);                                     \
+            tl_gemm(mode, dec, (int)sizeof(nb_block_##ty), x, nsh, n, w, ws, a, as, nr, nt, y, ldy);          \
         else                                                                                                  \
             panels(n, w, ws, a, as, nr, nt, y, ldy);                                                          \
     }
