@@ -24,8 +24,9 @@ typedef struct nb_serve_params {
     int n_ctx;                 /* positions per slot (-c, default 4096; 0: the training context) */
     int n_batch;               /* rows per step (-b, default 512) */
     int n_threads;             /* <= 0: one per CPU */
-    nb_ctx_params slot;        /* the slots' -ctk, -ctv, -fa, --swa-full, --fast-prefill (their n_ctx,
-                                * n_batch and pool come from the fields here) */
+    nb_ctx_params slot;        /* the slots' -ctk, -ctv, -fa, --swa-full, --fast-prefill, fast_batch
+                                * (default 1; --no-fast-batch); their n_ctx, n_batch and pool come from
+                                * the fields here */
     int n_queue;               /* requests waiting for a slot before 503 (default 64) */
     int timeout_s;             /* idle seconds before a connection is closed (default 600) */
     const char *api_key;       /* NULL: none */
