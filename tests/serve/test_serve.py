@@ -146,8 +146,8 @@ PROMPTS = ["The capital of France is", "Once upon a time, a small robot", "The t
 
 
 def test_single_slot(tl):
-    """-np 1: nibble run's text; the API key; SIGTERM mid-stream exits 0."""
-    srv = Server("-np", "1", "-c", "4096", "--api-key", "sekret", "--queue", "1")
+    """-np 1: nibble run's text; the API key; SIGTERM mid-stream exits 0 (and --no-fast-batch is accepted)."""
+    srv = Server("-np", "1", "-c", "4096", "--api-key", "sekret", "--queue", "1", "--no-fast-batch")
     try:
         c = client(srv, "sekret")
         # a fresh slot: the prompt in n_batch chunks, then a token at a time, as nibble run feeds them
@@ -347,8 +347,9 @@ def open_stream(srv):
 
 def test_concurrency(tl, srv):
     """8 clients at once, then each request alone (temperature 0). Batching changes the order of
-    the sums of a row (docs/KERNELS.md; as llama.cpp's batched decode does), so a reply may part
-    from the lone one at a near tie: each must be the lone one or part from it only there."""
+    the sums of a row (docs/KERNELS.md; as llama.cpp's batched decode does; and steps of several
+    slots take the block order, nb_ctx_params.fast_batch), so a reply may part from the lone one at
+    a near tie: each must be the lone one or part from it only there."""
     c = client(srv)
     together = {}
 
