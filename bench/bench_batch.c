@@ -3,7 +3,7 @@
  * against one, per weight type, on the shapes the default models run.
  *
  *   bench_batch [-t 1,2] [-n 1,2,4,8,16] [-r ROUNDS] [--types q8_0,q4_K,...] [--shapes LIST]
- *               [--ms MS] [--ranges] [--hot]
+ *               [--ms MS] [--ranges] [--hot] [--route quant|block]
  *
  * Types (default): those a Q4_K_M file and the FP4 files hold (q4_K, q6_K, q8_0, q5_0, q4_0,
  * mxfp4, nvfp4) and f16. Shapes (n_out x n_in; default all six): Gemma 3 270M's 640x2048 (FFN

@@ -164,7 +164,8 @@ TEST(avx512_gemm_panels_match_reference) {
  * somewhere in 13 x 71 and 13 x 8 random products). */
 TEST(block_route_matches_reference) {
     if (nb_isa_best() < NB_ISA_AVX2) SKIP("no AVX2");
-    static const int64_t toks[] = {1, NB_BLOCK_MIN_SMALL - 1, NB_BLOCK_MIN_SMALL, 9, NB_BLOCK_MIN - 1, NB_BLOCK_MIN, PANEL_TOKENS};
+    static const int64_t toks[] = {1, NB_BLOCK_MIN_SMALL - 1, NB_BLOCK_MIN_SMALL, 9, NB_BLOCK_MIN - 1,
+                                   NB_BLOCK_MIN, PANEL_TOKENS};
     const int ntoks = (int)(sizeof toks / sizeof toks[0]);
     for (int ti = 0; ti < ntypes; ti++) {
         if (!is_block_type(types[ti])) continue;

@@ -176,8 +176,8 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
     /* a small batch goes to its own kernel in one piece (kernels.h: the orders of mm and mm_batch;
      * NB_ROUTE_BLOCK's below NB_BLOCK_MIN tokens: mm_block's token lanes, x86/avx2/tlanes.h) */
     const int small_block = route == NB_ROUTE_BLOCK && n_tok < NB_BLOCK_MIN;
-    const int small = small_block || (route == NB_ROUTE_QUANT && k->mm_small && n_tok >= 2 && n_tok <= k->small_max);
-    if (small && !small_block) {
+    const int small_quant = route == NB_ROUTE_QUANT && k->mm_small && n_tok >= 2 && n_tok <= k->small_max;
+    if (small_quant) {
         j.mm = k->mm_small;
         if (k->small_kt) kt = n_tok / 8;
     } else if (route == NB_ROUTE_QUANT && k->mm_batch && n_tok >= k->batch_min) {
@@ -186,7 +186,7 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
     }
     /* panels exist to reuse weights across token tiles; one token (GEMV) and a small batch stream a
      * thread's rows in one piece, so that a kernel may spread its rows over distant parts of them */
-    j.panel = n_tok == 1 || small ? n_out : (int64_t)(NB_PANEL_BYTES / j.w_row);
+    j.panel = n_tok == 1 || small_quant || small_block ? n_out : (int64_t)(NB_PANEL_BYTES / j.w_row);
     /* whole tiles (4 rows, or the kernel's row multiple: the AVX2 GEMM panels take 8) */
     const int64_t tile = k->rows_per_tile > 4 ? k->rows_per_tile : 4;
     j.panel = j.panel < tile ? tile : j.panel - j.panel % tile;

@@ -62,7 +62,7 @@ static inline void tl_acts_fill(tl_acts *A, const uint8_t *a, size_t as, int64_t
 
 /* Group k of a row's 8 in every lane, from lo and hi (the row's groups 0-3 and 4-7 in both 128-bit
  * halves): one in-lane shuffle, where a broadcast from memory per group would take a load port
- * (the activations keep those busy; in cache 1.1-1.15x). */
+ * (the activations keep those busy; in cache 1.1-1.2x). */
 static inline __attribute__((always_inline)) __m256i tl_group(__m256i lo, __m256i hi, int k) {
     switch (k) {
     case 0: return _mm256_shuffle_epi32(lo, 0x00);
