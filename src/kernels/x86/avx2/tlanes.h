@@ -1,20 +1,21 @@
 /*
- * tlanes.h: NB_ROUTE_BLOCK's small batches of Q4_0, Q5_0 and Q8_0 (NB_BLOCK_MIN_SMALL to
- * NB_BLOCK_MIN - 1 tokens: the steps of a server that decodes many streams at once), with the
- * tokens in the lanes. A weight unit is decoded once per tile and its 4-byte groups are broadcast
- * to every lane; lane t of an activation register holds token t's 4 codes of the same group (a
- * copy of the activations transposed per call and chunk of units, tl_acts). So a unit's whole
- * integer sum for token t lands in lane t, and one conversion, scale product and fma serve 8
- * tokens, where the 8-lane contract takes three of each per token: this is kernels.h's one-lane
- * order, bit for bit the panels' and the reference's. The decode, the scale and the 8 group
- * broadcasts of a unit are paid per row whatever the token count, so the lanes beat the 8-lane
- * tiles only from 8 tokens (docs/BENCHMARKS.md, "Token lanes").
+ * tlanes.h: the AVX2 set's NB_ROUTE_BLOCK small batches of Q4_0, Q5_0 and Q8_0
+ * (NB_BLOCK_MIN_SMALL to NB_BLOCK_MIN - 1 tokens: the steps of a server that decodes many streams
+ * at once), with the tokens in the lanes. A weight unit is decoded once per tile and its 4-byte
+ * groups are broadcast to every lane; lane t of an activation register holds token t's 4 codes of
+ * the same group (a copy of the activations transposed per call and chunk of units, tl_acts). So
+ * a unit's whole integer sum for token t lands in lane t, and one conversion, scale product and
+ * fma serve 8 tokens, where the 8-lane contract takes three of each per token: this is kernels.h's
+ * one-lane order, bit for bit the panels' and the reference's. The decode, the scale and the 8
+ * group broadcasts of a unit are paid per row whatever the token count, so the lanes beat the
+ * 8-lane tiles only from 8 tokens (docs/BENCHMARKS.md, "Token lanes"). (The AVX-512 set puts the
+ * rows in the lanes instead, where vpdpbusd broadcasts a token's bytes itself: panels_avx512.c.)
  * Group sums, by mode:
- *  - TL_VNNI (the AVX-512 set): vpdpbusd of the unsigned codes (units.h: w + (128 >> nsh)) with the
- *    signed activation codes, from the activations' offset correction (NB_ACT_Q8_0X's ns >> nsh);
- *  - TL_U (AVX2, Q4_0 and Q5_0): vpmaddubsw of the same unsigned codes, at most 31, so four groups'
- *    word sums stay within 4 * 2 * 31 * 127 < 32767 before vpmaddwd widens them;
- *  - TL_S (AVX2, Q8_0 against plain Q8_0 activations): the sign trick, |w| times a * sign(w)
+ *  - TL_U (Q4_0 and Q5_0): vpmaddubsw of the unsigned codes (units.h: w + (128 >> nsh)), at most
+ *    31, against the signed activation codes, from the activations' offset correction
+ *    (NB_ACT_Q8_0X's ns >> nsh); four groups' word sums stay within 4 * 2 * 31 * 127 < 32767
+ *    before vpmaddwd widens them;
+ *  - TL_S (Q8_0 against plain Q8_0 activations): the sign trick, |w| times a * sign(w)
  *    (128 * 127 * 2 < 32767 per word), no correction.
  */
 #ifndef NB_KERNELS_X86_TLANES_H
@@ -29,7 +30,7 @@
 #define TL_R 4   /* weight rows per tile */
 #define TL_G 2   /* groups of 8 tokens: up to 16 */
 
-enum { TL_VNNI, TL_U, TL_S };
+enum { TL_U, TL_S };
 
 typedef struct {
     int32_t q[TL_CH][TL_G][8][8] __attribute__((aligned(32))); /* [unit][group][k][lane]: codes 4k..4k+3 */
@@ -82,19 +83,7 @@ static inline __attribute__((always_inline)) __m256i tl_sum(int mode, __m256i ac
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i lo = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)w));
     const __m256i hi = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)(w + 4)));
-    if (mode == TL_VNNI) {
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-        __m256i acc2 = _mm256_setzero_si256(); /* two chains of 4 (exact: the order of integer sums is free) */
-        #pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            acc = _mm256_dpbusd_epi32(acc, tl_group(lo, hi, k), _mm256_load_si256((const __m256i *)aq[k]));
-            acc2 = _mm256_dpbusd_epi32(acc2, tl_group(lo, hi, k + 4), _mm256_load_si256((const __m256i *)aq[k + 4]));
-        }
-        acc = _mm256_add_epi32(acc, acc2);
-#else
-        __builtin_unreachable();
-#endif
-    } else if (mode == TL_U) {
+    if (mode == TL_U) {
         #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m256i s = _mm256_maddubs_epi16(tl_group(lo, hi, 4 * h), _mm256_load_si256((const __m256i *)aq[4 * h]));

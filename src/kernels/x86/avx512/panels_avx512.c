@@ -6,6 +6,8 @@
  *    in its nibble order; MXFP4's own order) on 16-row panels: per 4 weights, 16 rows and token
  *    one vpdpbusd that broadcasts the token's 4 bytes itself, where AVX2 takes a broadcast,
  *    vpmaddubsw and a word add for 8 rows;
+ *  - below NB_BLOCK_MIN tokens, the same sums with the 16 rows decoded and transposed in
+ *    registers per unit (the row lanes, rl_tile), with no panel in memory;
  *  - llama.cpp's 8-lane order of Q4_0, Q5_0 and Q8_0 on 8-row panels whose registers hold two
  *    lanes each (zpanel below).
  * Q8_0 is read as codes + 128 (dword sums cannot overflow), so it needs no sign trick. The sums are
@@ -15,7 +17,6 @@
 
 #include "kernels/x86/avx512/avx512.h"
 
-#include "kernels/x86/avx2/tlanes.h"
 #include "kernels/x86/avx2/units.h"
 
 /* ---- The one-lane order on 16-row panels of 512-bit registers ---- */
@@ -108,10 +109,144 @@ PANEL16(q8_0_block, static void panel_q8_0_block, dec_q8_0u, 0, 0)
 PANEL16(nvfp4_block, void nb_mm_nvfp4_block_avx512, dec_nvfp4, 3, 1)
 PANEL16(mxfp4_panel, void nb_mm_mxfp4_panel_avx512, dec_mxfp4, 3, 0)
 
-/* Below NB_BLOCK_MIN tokens, Q4_0, Q5_0 and Q8_0 take the token lanes with VNNI group sums (tlanes.h) */
-TL_KERNEL(q4_0, avx512, TL_VNNI, dec_q4_0u, 1, q4_0_nsh, panel_q4_0_block)
-TL_KERNEL(q5_0, avx512, TL_VNNI, dec_q5_0u, 1, q5_0_nsh, panel_q5_0_block)
-TL_KERNEL(q8_0, avx512, TL_VNNI, dec_q8_0u, 1, 0, panel_q8_0_block)
+/* ---- Below NB_BLOCK_MIN tokens: the rows in the lanes, decoded in registers ---- */
+
+/* NB_ROUTE_BLOCK's batches of NB_BLOCK_MIN_SMALL to NB_BLOCK_MIN - 1 tokens of Q4_0, Q5_0 and Q8_0
+ * (a server's steps). A unit of 16 rows is decoded and transposed in registers (dword r of v[k]:
+ * row r's 4 codes of group k), then each token meets it with 8 vpdpbusd that broadcast its 4 bytes
+ * of a group from memory, and one conversion, scale product and fma for the 16 rows: the 16-row
+ * panels' sums with no panel in memory (whose stores and reloads cost more than the products at
+ * these token counts) and no transposed copy of the activations (AVX2's token lanes,
+ * x86/avx2/tlanes.h). Same exact sums, one chain per row and token in unit order: the bits of the
+ * panels and the reference. */
+#define RL_CH 64 /* units per chunk of the tokens' offset corrections */
+#define RL_R 16  /* rows per tile: dword r of a 512-bit register */
+#define RL_PF 4  /* tiles ahead that the prefetches read */
+
+/* v[r] holds rows r and r + 8 (256-bit halves) of a unit's codes: after it, dword r of v[k] is row
+ * r's group k. nb_transpose8's steps (which work within 128-bit lanes), and a two-source permute
+ * for the last. */
+static inline __attribute__((always_inline)) void rl_transpose(__m512i v[8]) {
+    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    __m512i t[8], h[8];
+    #pragma GCC unroll 4
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    #pragma GCC unroll 2
+    for (int i = 0; i < 8; i += 4)
+        #pragma GCC unroll 2
+        for (int j = 0; j < 2; j++) {
+            h[i + 2 * j] = _mm512_unpacklo_epi64(t[i + j], t[i + j + 2]);
+            h[i + 2 * j + 1] = _mm512_unpackhi_epi64(t[i + j], t[i + j + 2]);
+        }
+    #pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm512_permutex2var_epi64(h[k], lo, h[k + 4]);
+        v[k + 4] = _mm512_permutex2var_epi64(h[k], hi, h[k + 4]);
+    }
+}
+
+/* T tokens against RL_R rows from w (the last valid row again for missing ones) over units
+ * u0..u0+un-1 of ub bytes, f[t] continuing token t's sums. The scale d is each unit's first two
+ * bytes in all three types. The same unit of the rows RL_PF tiles on is asked for in step, into
+ * L2: into L1 it held the fill buffers the loads need, and read 1.6x slower from DRAM. */
+static inline __attribute__((always_inline)) void rl_tile(dec_fn dec, int ub, int T, const uint8_t *w, size_t ws,
+                                                          int rows, int64_t u0, int un, const uint8_t *a, size_t as,
+                                                          const int32_t corr[RL_CH][NB_BLOCK_MIN], __m512 f[]) {
+    const uint8_t *wr[RL_R];
+    #pragma GCC unroll 16
+    for (int r = 0; r < RL_R; r++) wr[r] = w + (size_t)(r < rows ? r : rows - 1) * ws;
+    for (int u = 0; u < un; u++) {
+        const int64_t uu = u0 + u;
+        __m512i v[8];
+        uint64_t dh[4] = {0, 0, 0, 0};
+        #pragma GCC unroll 16
+        for (int r = 0; r < RL_R; r++) {
+            _mm_prefetch((const char *)w + (size_t)(RL_PF * RL_R + r) * ws + (size_t)uu * ub, _MM_HINT_T1);
+            uint16_t d;
+            memcpy(&d, wr[r] + (size_t)uu * ub, 2);
+            dh[r / 4] |= (uint64_t)d << 16 * (r % 4);
+        }
+        const __m512 sw = _mm512_cvtph_ps(
+            _mm256_setr_epi64x((long long)dh[0], (long long)dh[1], (long long)dh[2], (long long)dh[3]));
+        #pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) v[r] = nb_avx512_join(dec(wr[r], uu).q, dec(wr[r + 8], uu).q);
+        rl_transpose(v);
+        /* tokens in groups of up to 8, each group's sums side by side: each vpdpbusd's inputs are
+         * ready when it issues */
+        #pragma GCC unroll 2
+        for (int t0 = 0; t0 < T; t0 += 8) {
+            const int tn = T - t0 < 8 ? T - t0 : 8;
+            const nb_block_q8_0x *ab[8];
+            __m512i acc[8];
+            #pragma GCC unroll 8
+            for (int t = 0; t < tn; t++) {
+                ab[t] = (const nb_block_q8_0x *)(a + (size_t)(t0 + t) * as) + uu;
+                acc[t] = _mm512_set1_epi32(corr[u][t0 + t]);
+            }
+            #pragma GCC unroll 8
+            for (int k = 0; k < 8; k++)
+                #pragma GCC unroll 8
+                for (int t = 0; t < tn; t++) acc[t] = nb_avx512_codes16(acc[t], v[k], ab[t]->qs + 4 * k);
+            #pragma GCC unroll 8
+            for (int t = 0; t < tn; t++)
+                f[t0 + t] = _mm512_fmadd_ps(_mm512_mul_ps(sw, _mm512_set1_ps(ab[t]->d)), _mm512_cvtepi32_ps(acc[t]),
+                                            f[t0 + t]);
+        }
+    }
+}
+
+/* T tokens (NB_ACT_Q8_0X rows) against nr rows of codes by dec (offset 128 >> nsh), in chunks of
+ * RL_CH units whose sums carry through y. */
+static inline __attribute__((always_inline)) void rl_gemm(dec_fn dec, int ub, int nsh, int T, int64_t n,
+                                                          const uint8_t *w, size_t ws, const uint8_t *a, size_t as,
+                                                          int64_t nr, float *y, size_t ldy) {
+    int32_t corr[RL_CH][NB_BLOCK_MIN];
+    const int64_t nu = n / 32;
+    for (int64_t u0 = 0; u0 < nu; u0 += RL_CH) {
+        const int un = nu - u0 < RL_CH ? (int)(nu - u0) : RL_CH;
+        for (int u = 0; u < un; u++)
+            for (int t = 0; t < T; t++) {
+                const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u0 + u;
+                corr[u][t] = (ab->ns[0] + ab->ns[1]) >> nsh;
+            }
+        for (int64_t r0 = 0; r0 < nr; r0 += RL_R) {
+            const int rows = nr - r0 < RL_R ? (int)(nr - r0) : RL_R;
+            const __mmask16 m = (__mmask16)((1u << rows) - 1);
+            __m512 f[NB_BLOCK_MIN];
+            #pragma GCC unroll 16
+            for (int t = 0; t < T; t++)
+                f[t] = u0 ? _mm512_maskz_loadu_ps(m, y + (size_t)t * ldy + r0) : _mm512_setzero_ps();
+            rl_tile(dec, ub, T, w + (size_t)r0 * ws, ws, rows, u0, un, a, as, corr, f);
+            #pragma GCC unroll 16
+            for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy + r0, m, f[t]);
+        }
+    }
+}
+
+/* NB_ROUTE_BLOCK's kernel of type ty: the row lanes from NB_BLOCK_MIN_SMALL to NB_BLOCK_MIN - 1
+ * tokens (a case per count, so that each token's sums stay in a register), the panels otherwise. */
+#define RL_CASE(T) \
+    case T: rl_gemm(dec, ub, nsh, T, n, w, ws, a, as, nr, y, ldy); break;
+static inline __attribute__((always_inline)) void rl_block(dec_fn dec, int ub, int nsh, nb_mm_fn panels, int64_t n,
+                                                           const void *w, size_t ws, const void *a, size_t as,
+                                                           int64_t nr, int64_t nt, float *y, size_t ldy) {
+    _Static_assert(NB_BLOCK_MIN_SMALL == 8 && NB_BLOCK_MIN == 16, "rl_block's cases are 8..15 tokens");
+    switch (nt) {
+    RL_CASE(8) RL_CASE(9) RL_CASE(10) RL_CASE(11) RL_CASE(12) RL_CASE(13) RL_CASE(14) RL_CASE(15)
+    default: panels(n, w, ws, a, as, nr, nt, y, ldy);
+    }
+}
+#define RL_KERNEL(ty, dec, nsh)                                                                                 \
+    void nb_mm_##ty##_block_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,  \
+                                   int64_t nt, float *y, size_t ldy) {                                         \
+        rl_block(dec, (int)sizeof(nb_block_##ty), nsh, panel_##ty##_block, n, w, ws, a, as, nr, nt, y, ldy);   \
+    }
+RL_KERNEL(q4_0, dec_q4_0u, q4_0_nsh)
+RL_KERNEL(q5_0, dec_q5_0u, q5_0_nsh)
+RL_KERNEL(q8_0, dec_q8_0u, 0)
 
 /* ---- The 8-lane contract (Q4_0, Q5_0, Q8_0) on 512-bit panels, from PANEL_MIN_TOKENS ---- */
 
