@@ -174,7 +174,7 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
     j.act_type = route == NB_ROUTE_QUANT ? k->act_type : route == NB_ROUTE_BLOCK ? k->block_act : NB_TYPE_F32;
     j.mm = route == NB_ROUTE_QUANT ? k->mm : route == NB_ROUTE_F32 ? k->mm_f32 : route == NB_ROUTE_BLOCK ? k->mm_block : k->mm_vec;
     /* a small batch goes to its own kernel in one piece (kernels.h: the orders of mm and mm_batch;
-     * NB_ROUTE_BLOCK's below NB_BLOCK_MIN tokens: mm_block's token lanes, x86/avx2/tlanes.h) */
+     * NB_ROUTE_BLOCK's below NB_BLOCK_MIN tokens: mm_block's row or token lanes) */
     const int small_block = route == NB_ROUTE_BLOCK && n_tok < NB_BLOCK_MIN;
     const int small_quant = route == NB_ROUTE_QUANT && k->mm_small && n_tok >= 2 && n_tok <= k->small_max;
     if (small_quant) {

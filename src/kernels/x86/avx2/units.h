@@ -674,7 +674,8 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
 #define KERNEL(ty, isa, TILE, act) KERNEL_PANEL(ty, isa, TILE, act, act, NB_PANEL_TREE)
 /* NB_ROUTE_BLOCK's panels of type ty as the function fn (a declarator: linkage, type and name; from
  * NB_BLOCK_MIN tokens), decoded by dec, tokens by panel_tokens_##tok against activation blocks
- * nb_block_##ab; the smaller batches of Q4_0, Q5_0 and Q8_0 take tlanes.h's token lanes. */
+ * nb_block_##ab; the smaller batches of Q4_0, Q5_0 and Q8_0 take tlanes.h's token lanes (AVX2) or
+ * panels_avx512.c's row lanes. */
 #define BLOCK_PANELS(ty, fn, dec, tok, ab)                                                                      \
     static void panel_decode_##ty##b(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *p) {     \
         panel_decode(dec, w, ws, rows, u0, un, p);                                                            \
