@@ -106,7 +106,8 @@ def one_request(port, i, a, out):
 
 
 def level(port, n, a, base):
-    """n streams, each sending a.rounds requests back to back: (tokens/s, ttft p50, p99)."""
+    """n streams, each sending a.rounds requests back to back: (tokens/s, ttft p50, p99, the median
+    request's decode rate after its first token)."""
     results = []
     lock = threading.Lock()
 
@@ -126,7 +127,8 @@ def level(port, n, a, base):
     wall = time.monotonic() - t0
     ttfts = sorted(x[0] for x in results)
     p99 = ttfts[min(len(ttfts) - 1, int(round(0.99 * (len(ttfts) - 1))))]
-    return sum(x[1] for x in results) / wall, statistics.median(ttfts), p99
+    after_first = statistics.median((x[1] - 1) / (x[2] - x[0]) for x in results)
+    return sum(x[1] for x in results) / wall, statistics.median(ttfts), p99, after_first
 
 
 def run_decode(a):
@@ -181,9 +183,13 @@ def main():
     for n in streams:
         cells = []
         for name, _ in servers:
-            tps, p50, p99 = rows[(name, n)]
+            tps, p50, p99, _ = rows[(name, n)]
             cells += [f"{tps:.1f}", f"{1e3 * p50:.0f}", f"{1e3 * p99:.0f}"]
         print(f"| {n} | " + " | ".join(cells) + " |")
+    if 1 in streams:
+        after_first = rows[("nibble serve", 1)][3]
+        print(f"\nOne stream: nibble serve decodes {after_first:.1f} tokens/s after a request's first token "
+              f"(median request), {after_first / decode:.2f}x `nibble run`'s decode.")
     if len(servers) == 2:
         n = max(streams)
         print(f"\nAt {n} streams: nibble {rows[('nibble serve', n)][0] / decode:.2f}x its single-stream decode, "
