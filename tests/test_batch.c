@@ -165,7 +165,8 @@ TEST(fast_batch_routes) {
     for (int step = 0; step < 2; step++) {
         CHECK(nb_batch_eval(fb, tok, n, 3, la) == NB_OK && nb_batch_eval(fp, tok, n, 3, lb) == NB_OK, "batch: %s",
               nb_last_error());
-        CHECK(!memcmp(la, lb, sizeof(float) * 3 * (size_t)n_vocab), "step %d: fast_batch differs from fast_prefill", step);
+        CHECK(!memcmp(la, lb, sizeof(float) * 3 * (size_t)n_vocab), "step %d: fast_batch differs from fast_prefill",
+              step);
         static int32_t next[3];
         for (int i = 0; i < 3; i++) next[i] = argmax(la + (size_t)i * n_vocab), tok[i] = &next[i], n[i] = 1;
     }

@@ -446,7 +446,8 @@ PANELS(mxfp4)
 const nb_kernel nb_kernels_avx512[NB_KERNEL_TYPES] = {
     Q8B(Q4_0, q4_0, NB_ACT_Q8_0X, mm_q4_0_all, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL),
     Q8B(Q5_0, q5_0, NB_ACT_Q8_0X, mm_q5_0_all, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL),
-    Q8B(Q8_0, q8_0, NB_ACT_Q8_0X, mm_q8_0_all, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL), Q8(MXFP4, mxfp4, NB_ACT_Q8_0X_MX, mm_mxfp4_all),
+    Q8B(Q8_0, q8_0, NB_ACT_Q8_0X, mm_q8_0_all, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL),
+    Q8(MXFP4, mxfp4, NB_ACT_Q8_0X_MX, mm_mxfp4_all),
     Q8B(NVFP4, nvfp4, NB_ACT_Q8_0X_NV, mm_nvfp4, NB_ACT_Q8_0X_NV, NB_BLOCK_MIN), Q81(Q4_1, q4_1), Q81(Q5_1, q5_1),
     /* Q4_K: its panels (kpanel.h) from 16 tokens, in cache 0.37 ns per row, token and 32 elements there
      * where the small batches' groups of 8 take 0.42 */
