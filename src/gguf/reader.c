@@ -452,20 +452,33 @@ static void *map_file(int fd, size_t n, void *addr) {
     return map;
 }
 
+/* Drops the cached pages of the file's bytes [off, off + len) that no other process maps and that
+ * are clean, so that they are read again on the next fault. The mapping of n bytes at m is first
+ * replaced by an inaccessible one (it keeps the address; a page still mapped is never dropped).
+ * The kernel's fadvise then drains every CPU's page batches before it gives up on a page, where
+ * MADV_PAGEOUT drains only the calling CPU's: a page another CPU's batch held stayed in its 4 KiB
+ * folio, and a run in CI left a quarter of the spans so. */
+static int drop_cached(int fd, void *m, size_t n, size_t off, size_t len) {
+    if (mmap(m, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
+        return -1;
+    (void)posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
+    return 0;
+}
+
 /* NB_GGUF_RESIDENT, once the file is valid: the whole file faulted in, in 2 MiB pages where the
  * kernel allows. Pages cached before a mapping's hint (the file was just written, copied, or
  * read() by another program) sit in 4 KiB folios and stay so: decode then takes a TLB miss every
  * 4 KiB of every weight, which slows 1-thread decode (docs/BENCHMARKS.md). When under
- * 90 % of the file's whole 2 MiB spans come in 2 MiB pages, its pages are paged out of the cache
- * (MADV_PAGEOUT leaves those another process maps, and dirty ones) and faulted in again, which
- * readahead does in 2 MiB folios: one re-read, after which every run finds them so. When none
- * come so, the last two spans are tried first, so that a file system without large folios does
- * not pay a re-read each run. Before each faulting-in the file is mapped afresh at the same
- * address (the tensors' pointers stay valid): a range once mapped in 4 KiB pages keeps its page
- * table, and a fault there fills that table page by page even when the folio behind it is 2 MiB.
- * Only a failed remap is an error (the old mapping may be gone); the rest is best effort. */
+ * 90 % of the file's whole 2 MiB spans come in 2 MiB pages, its pages are dropped from the cache
+ * (drop_cached) and faulted in again, which readahead does in 2 MiB folios: one re-read, after
+ * which every run finds them so. When none come so, the last two spans are tried first, so that a
+ * file system without large folios does not pay a re-read each run. Each faulting-in goes through
+ * a fresh mapping at the same address (the tensors' pointers stay valid): a range once mapped in
+ * 4 KiB pages keeps its page table, and a fault there fills that table page by page even when the
+ * folio behind it is 2 MiB. Only a failed remap is an error (the old mapping may be gone); the
+ * rest is best effort. */
 static nb_status make_resident(int fd, size_t n, void *map, const char *path) {
-#if defined(MADV_POPULATE_READ) && defined(MADV_PAGEOUT)
+#ifdef MADV_POPULATE_READ
     uint8_t *const m = map;
     const size_t tail = 2 * HUGE_SPAN;
     uintptr_t lo, hi;
@@ -476,15 +489,15 @@ static nb_status make_resident(int fd, size_t n, void *map, const char *path) {
     if (have < 0 || have >= 0.9) return NB_OK;
     if (have == 0) { /* the trial */
         const size_t off = hi - tail - (uintptr_t)m;
-        (void)madvise(m + off, tail, MADV_PAGEOUT);
-        if (map_file(fd, n, m) == MAP_FAILED) goto remap_failed;
+        if (drop_cached(fd, m, n, off, tail) || map_file(fd, n, m) == MAP_FAILED) goto remap_failed;
         (void)madvise(m + off, tail, MADV_POPULATE_READ);
         const int can = huge_share(m, n) > 0;
-        (void)madvise(m, n, MADV_POPULATE_READ); /* the rest, which MADV_PAGEOUT must see mapped */
-        if (!can) return NB_OK;
+        if (!can) {
+            (void)madvise(m, n, MADV_POPULATE_READ);
+            return NB_OK;
+        }
     }
-    (void)madvise(m, n, MADV_PAGEOUT);
-    if (map_file(fd, n, m) == MAP_FAILED) goto remap_failed;
+    if (drop_cached(fd, m, n, 0, n) || map_file(fd, n, m) == MAP_FAILED) goto remap_failed;
     (void)madvise(m, n, MADV_POPULATE_READ);
     return NB_OK;
 remap_failed:
