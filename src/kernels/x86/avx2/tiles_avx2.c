@@ -23,6 +23,19 @@ void nb_avx2_tile_loop(const nb_avx2_tile_fn *tiles, int tmax, int64_t n, const 
     }
 }
 
+void nb_avx2_gemv8_loop(nb_avx2_tile_fn gemv8, const nb_avx2_tile_fn *tiles, int tmax, int64_t n, const void *w,
+                        size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy) {
+    const uint8_t *wb = w;
+    if (nt == 1 && nr >= 16) {
+        const int64_t q = nr / 8;
+        for (int64_t r = 0; r < q; r++) gemv8(n, wb + (size_t)r * ws, ws, (size_t)q, a, as, y + r, ldy);
+        wb += (size_t)(8 * q) * ws;
+        y += 8 * q;
+        nr -= 8 * q;
+    }
+    nb_avx2_tile_loop(tiles, tmax, n, wb, ws, a, as, nr, nt, y, ldy);
+}
+
 /* One tile of rows (rr of them, rs rows apart) against tokens t0..t1-1, tmax at a time. */
 static void rows_tokens(const nb_avx2_tile_fn *tiles, int tmax, int rr, int64_t n, const uint8_t *w, size_t ws,
                         size_t rs, const uint8_t *a, size_t as, int64_t t0, int64_t t1, float *y, size_t ldy) {
