@@ -285,7 +285,7 @@ static inline __attribute__((always_inline)) void tile_mx(int ub, int R, int T, 
     for (int p = 0; p < P; p++) nb_mx_store(acc[p], R, 2 * p, T, y, ldy, rs);
 }
 
-/* MXFP4's scales of 8 rows from their E8M0 codes (byte r of e: row r's lane), as
+/* MXFP4's scales of 8 lanes from their rows' E8M0 codes (byte i of e: lane i's), as
  * nb_e8m0_to_fp32_half decodes them: (e - 1) << 23, and the denormals 0x00200000 << e for e < 2. */
 static inline __m256 mx_scales8(uint64_t e) {
     const __m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)e));
@@ -294,19 +294,20 @@ static inline __m256 mx_scales8(uint64_t e) {
     return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, den, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), v)));
 }
 
-/* MXFP4's GEMV tile: 8 rows (rs rows apart) against one token, one accumulator for all of them.
- * Each row pair's 4-lane sums (fp4_codes2, the nibble split's lanes) stay uncorrected up to the
- * first pair sums (8 products of codes c <= 28 and |a| <= 127: within 28448, as vpackssdw needs),
- * which then take the correction of their 16 activations at once (from nc; after it a sum of 16
- * products of |w| <= 12, within 24384); a second round of packs and pair sums leaves row r's unit
- * sum in lane r / 2 + 4 (r & 1): rows 0, 2, 4, 6 | 1, 3, 5, 7. So the scales of 8 rows are one
- * conversion of their codes (mx_scales8), and one product, conversion and fma serve 8 chains. */
+/* MXFP4's GEMV tile: 4 pairs of neighbouring rows (pair j: rows j * rs and j * rs + 1) against one
+ * token, one accumulator for all 8. Each pair's 4-lane sums (fp4_codes2, the nibble split's
+ * lanes) stay uncorrected up to the first round of pair sums (8 products of codes c <= 28 and
+ * |a| <= 127: within 28448, as vpackssdw needs), which then take the correction of their 16
+ * activations at once (from nc; after it a sum of 16 products of |w| <= 12, within 24384); a
+ * second round of packs and pair sums leaves pair j's rows in lanes j and j + 4. So the scales of
+ * the 8 rows are one conversion of their codes (mx_scales8), and one product, conversion and fma
+ * serve 8 chains, where the 4-row tile gave half of each register to a copy of the same token. */
 static inline __attribute__((always_inline)) void tile_mx8(int64_t nu, const uint8_t *w, size_t ws, size_t rs,
                                                            const uint8_t *a, float *y) {
     const __m256i one = _mm256_set1_epi16(1);
     const uint8_t *row[8];
-    #pragma GCC unroll 8
-    for (int r = 0; r < 8; r++) row[r] = w + (size_t)r * rs * ws;
+    #pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) row[2 * j] = w + (size_t)j * rs * ws, row[2 * j + 1] = row[2 * j] + ws;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t u = 0; u < nu; u++) {
         const nb_block_q8_0x *ab = (const nb_block_q8_0x *)a + u;
@@ -315,32 +316,34 @@ static inline __attribute__((always_inline)) void tile_mx8(int64_t nu, const uin
         const __m256i corr = _mm256_add_epi32(_mm256_shuffle_epi32(n4, 0x88), _mm256_shuffle_epi32(n4, 0xDD));
         if ((u & 1) == 0) /* two units (34 bytes) per prefetch of a row */
             #pragma GCC unroll 8
-            for (int r = 0; r < 8; r++) _mm_prefetch((const char *)row[r] + u * 17 + nb_prefetch_bytes(17), _MM_HINT_T0);
+            for (int r = 0; r < 8; r++)
+                _mm_prefetch((const char *)row[r] + u * 17 + nb_prefetch_bytes(mxfp4_unit_bytes), _MM_HINT_T0);
         __m256i p[4];
         uint64_t e = 0;
         #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
-            const nb_block_mxfp4 *x = (const nb_block_mxfp4 *)row[2 * j] + u, *z = (const nb_block_mxfp4 *)row[2 * j + 1] + u;
+            const nb_block_mxfp4 *x = (const nb_block_mxfp4 *)row[2 * j] + u;
+            const nb_block_mxfp4 *z = (const nb_block_mxfp4 *)row[2 * j + 1] + u;
             __m256i lo, hi;
             fp4_codes2(x->qs, z->qs, &lo, &hi);
-            p[j] = _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, alo), _mm256_maddubs_epi16(hi, ahi)), one);
-            e |= (uint64_t)x->e << 8 * j | (uint64_t)z->e << (8 * j + 32);
+            const __m256i w16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo), _mm256_maddubs_epi16(hi, ahi));
+            p[j] = _mm256_madd_epi16(w16, one);
+            e |= (uint64_t)x->e << 8 * j | (uint64_t)z->e << (8 * j + 32); /* lanes j, j + 4 */
         }
         const __m256i m0 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_packs_epi32(p[0], p[1]), one), corr);
         const __m256i m1 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_packs_epi32(p[2], p[3]), one), corr);
         const __m256i sum = _mm256_madd_epi16(_mm256_packs_epi32(m0, m1), one);
         acc = _mm256_fmadd_ps(_mm256_mul_ps(mx_scales8(e), _mm256_set1_ps(ab->d)), _mm256_cvtepi32_ps(sum), acc);
     }
-    const __m128 l = _mm256_castps256_ps128(acc), h = _mm256_extractf128_ps(acc, 1);
-    const __m128 r01 = _mm_unpacklo_ps(l, h), r45 = _mm_unpackhi_ps(l, h); /* rows 0 1 2 3, rows 4 5 6 7 */
+    const __m128 x = _mm256_castps256_ps128(acc), z = _mm256_extractf128_ps(acc, 1); /* the pairs' rows x | z */
     #pragma GCC unroll 4
-    for (int r = 0; r < 4; r++) {
-        y[(size_t)r * rs] = _mm_cvtss_f32(_mm_permutevar_ps(r01, _mm_set1_epi32(r)));
-        y[(size_t)(r + 4) * rs] = _mm_cvtss_f32(_mm_permutevar_ps(r45, _mm_set1_epi32(r)));
+    for (int j = 0; j < 4; j++) {
+        y[(size_t)j * rs] = _mm_cvtss_f32(_mm_permutevar_ps(x, _mm_set1_epi32(j)));
+        y[(size_t)j * rs + 1] = _mm_cvtss_f32(_mm_permutevar_ps(z, _mm_set1_epi32(j)));
     }
 }
-static inline void tile_mxfp4_8x1(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as, float *y,
-                           size_t ldy) {
+static inline void tile_mxfp4_8x1(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as,
+                                  float *y, size_t ldy) {
     (void)as, (void)ldy;
     tile_mx8(nu, w, ws, rs, a, y);
 }
