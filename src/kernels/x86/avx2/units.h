@@ -428,6 +428,52 @@ static inline __attribute__((always_inline)) void tile_nv(int ub, int R, int T, 
         }
 }
 
+/* NVFP4's GEMV tile: tile_nv's lanes and chains for 4 rows and one token, a block (two units) per
+ * iteration. Its 16 scale codes are decoded at the block's start and used within it (nb_nv_codes,
+ * then each unit's halves widened as in nb_nv_unit_scales but without the exact * 128, which goes
+ * into the token's scale instead: s * 2^-8 * (128 da) rounds as (s * 2^-8 * 128) * da, both being
+ * the one rounding of the same product), and each row pair is decoded where its products use it,
+ * so that its 4 sums and the token's values stay in registers. */
+static inline __attribute__((always_inline)) void tile_nv1(int64_t nu, const uint8_t *w, size_t ws, size_t rs,
+                                                           const uint8_t *a, float *y) {
+    const nb_block_nvfp4 *const row[4] = {(const nb_block_nvfp4 *)w, (const nb_block_nvfp4 *)(w + rs * ws),
+                                          (const nb_block_nvfp4 *)(w + 2 * rs * ws),
+                                          (const nb_block_nvfp4 *)(w + 3 * rs * ws)};
+    __m256 lo_acc[2], hi_acc[2]; /* pair j's lanes, as tile_nv's */
+    #pragma GCC unroll 2
+    for (int j = 0; j < 2; j++) lo_acc[j] = hi_acc[j] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nu / 2; i++) {
+        const nb_block_nvfp4 *const b[4] = {row[0] + i, row[1] + i, row[2] + i, row[3] + i};
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) _mm_prefetch((const char *)b[r] + nb_prefetch_bytes(nvfp4_unit_bytes), _MM_HINT_T0);
+        const __m256i codes = nb_nv_codes(b);
+        #pragma GCC unroll 2
+        for (int k = 0; k < 2; k++) { /* unit k of the block */
+            const nb_block_q8_0x *ab = (const nb_block_q8_0x *)a + 2 * i + k;
+            const __m256i alo = bcast16(ab->qs), ahi = bcast16(ab->qs + 16);
+            const __m256i nlo = _mm256_srai_epi32(bcast16(ab->nc), 3), nhi = _mm256_srai_epi32(bcast16(ab->nc + 4), 3);
+            const __m256 ad = _mm256_set1_ps(ab->d * 128.0f);
+            const __m256i dup = k ? _mm256_unpackhi_epi16(codes, codes) : _mm256_unpacklo_epi16(codes, codes);
+            #pragma GCC unroll 2
+            for (int j = 0; j < 2; j++) {
+                const __m256 sd = _mm256_mul_ps(
+                    _mm256_cvtph_ps(j ? _mm256_extracti128_si256(dup, 1) : _mm256_castsi256_si128(dup)), ad);
+                __m256i lo, hi;
+                fp4_codes2(b[2 * j]->qs + 16 * k, b[2 * j + 1]->qs + 16 * k, &lo, &hi);
+                const __m256i pl = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, alo), _mm256_set1_epi16(1)), nlo);
+                const __m256i ph = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(hi, ahi), _mm256_set1_epi16(1)), nhi);
+                lo_acc[j] = _mm256_fmadd_ps(sd, _mm256_cvtepi32_ps(pl), lo_acc[j]);
+                hi_acc[j] = _mm256_fmadd_ps(sd, _mm256_cvtepi32_ps(ph), hi_acc[j]);
+            }
+        }
+    }
+    #pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+        const __m256 l = lo_acc[r / 2], h = hi_acc[r / 2];
+        y[(size_t)r * rs] = nv_lane_sum(r & 1 ? _mm256_permute2f128_ps(l, h, 0x31) : _mm256_permute2f128_ps(l, h, 0x20));
+    }
+}
+
 /* The tile of Q4_0 and Q5_0 against NB_ACT_Q8_0X activations. vpmaddubsw takes the unsigned
  * codes as they are (c <= 31 and |a| <= 127 keep its pair sums below 7900) and vpmaddwd's lane k
  * plus nc[k] >> nsh = -(128 >> nsh) * sum4(a) is lane k of w*a exactly, so the lane values and
@@ -693,7 +739,10 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
 #define TILE_NV(ty, R, T)                                                                                \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
                                        size_t as, float *y, size_t ldy) {                                 \
-        tile_nv(ty##_unit_bytes, R, T, nu, w, ws, rs, a, as, y, ldy);                                     \
+        if (R == 4 && T == 1)                                                                            \
+            tile_nv1(nu, w, ws, rs, a, y);                                                               \
+        else                                                                                             \
+            tile_nv(ty##_unit_bytes, R, T, nu, w, ws, rs, a, as, y, ldy);                                 \
     }
 #define TILE_U(ty, R, T)                                                                                 \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
