@@ -460,8 +460,9 @@ static inline __attribute__((always_inline)) void tile_nv1(int64_t nu, const uin
                     _mm256_cvtph_ps(j ? _mm256_extracti128_si256(dup, 1) : _mm256_castsi256_si128(dup)), ad);
                 __m256i lo, hi;
                 fp4_codes2(b[2 * j]->qs + 16 * k, b[2 * j + 1]->qs + 16 * k, &lo, &hi);
-                const __m256i pl = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, alo), _mm256_set1_epi16(1)), nlo);
-                const __m256i ph = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(hi, ahi), _mm256_set1_epi16(1)), nhi);
+                const __m256i one = _mm256_set1_epi16(1);
+                const __m256i pl = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, alo), one), nlo);
+                const __m256i ph = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(hi, ahi), one), nhi);
                 lo_acc[j] = _mm256_fmadd_ps(sd, _mm256_cvtepi32_ps(pl), lo_acc[j]);
                 hi_acc[j] = _mm256_fmadd_ps(sd, _mm256_cvtepi32_ps(ph), hi_acc[j]);
             }
@@ -470,7 +471,8 @@ static inline __attribute__((always_inline)) void tile_nv1(int64_t nu, const uin
     #pragma GCC unroll 4
     for (int r = 0; r < 4; r++) {
         const __m256 l = lo_acc[r / 2], h = hi_acc[r / 2];
-        y[(size_t)r * rs] = nv_lane_sum(r & 1 ? _mm256_permute2f128_ps(l, h, 0x31) : _mm256_permute2f128_ps(l, h, 0x20));
+        const __m256 v = r & 1 ? _mm256_permute2f128_ps(l, h, 0x31) : _mm256_permute2f128_ps(l, h, 0x20);
+        y[(size_t)r * rs] = nv_lane_sum(v);
     }
 }
 
