@@ -113,10 +113,10 @@ typedef void (*nb_avx2_tile_fn)(int64_t n, const uint8_t *w, size_t ws, size_t r
  * is computed by the same instructions either way. */
 void nb_avx2_tile_loop(const nb_avx2_tile_fn *tiles, int tmax, int64_t n, const void *w, size_t ws, const void *a,
                        size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
-/* The same with a family's GEMV tile of 4 row pairs (gemv8, rs = q): one token over 16 rows or
- * more goes by quarters of q rows, a tile taking rows r and r+1 of each (four memory streams, as
- * the 4-row tiles; eight, one row from each eighth, read slower at 2 threads), the rows left
- * over (fewer than 8) through the tile loop. */
+/* The same with a family's GEMV tile of 8 rows (gemv8, rs = q): one token over 16 rows or more
+ * goes by eighths of q rows, a tile taking row r of each (eight memory streams; two neighbouring
+ * rows from each quarter read up to 1.6x slower on long rows), the rows left over (fewer than 8)
+ * through the tile loop. */
 void nb_avx2_gemv8_loop(nb_avx2_tile_fn gemv8, const nb_avx2_tile_fn *tiles, int tmax, int64_t n, const void *w,
                         size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 /* The same for a small batch (nt > 1, kernels.h's mm_small): rows by quarters from 16 rows (up to 8

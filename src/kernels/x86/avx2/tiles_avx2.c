@@ -27,11 +27,11 @@ void nb_avx2_gemv8_loop(nb_avx2_tile_fn gemv8, const nb_avx2_tile_fn *tiles, int
                         size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy) {
     const uint8_t *wb = w;
     if (nt == 1 && nr >= 16) {
-        const int64_t q = nr / 8 * 2; /* rows per quarter */
-        for (int64_t r = 0; r < q; r += 2) gemv8(n, wb + (size_t)r * ws, ws, (size_t)q, a, as, y + r, ldy);
-        wb += (size_t)(4 * q) * ws;
-        y += 4 * q;
-        nr -= 4 * q;
+        const int64_t q = nr / 8; /* rows per eighth */
+        for (int64_t r = 0; r < q; r++) gemv8(n, wb + (size_t)r * ws, ws, (size_t)q, a, as, y + r, ldy);
+        wb += (size_t)(8 * q) * ws;
+        y += 8 * q;
+        nr -= 8 * q;
     }
     nb_avx2_tile_loop(tiles, tmax, n, wb, ws, a, as, nr, nt, y, ldy);
 }

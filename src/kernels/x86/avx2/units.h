@@ -294,20 +294,20 @@ static inline __m256 mx_scales8(uint64_t e) {
     return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, den, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), v)));
 }
 
-/* MXFP4's GEMV tile: 4 pairs of neighbouring rows (pair j: rows j * rs and j * rs + 1) against one
- * token, one accumulator for all 8. Each pair's 4-lane sums (fp4_codes2, the nibble split's
- * lanes) stay uncorrected up to the first round of pair sums (8 products of codes c <= 28 and
- * |a| <= 127: within 28448, as vpackssdw needs), which then take the correction of their 16
- * activations at once (from nc; after it a sum of 16 products of |w| <= 12, within 24384); a
- * second round of packs and pair sums leaves pair j's rows in lanes j and j + 4. So the scales of
- * the 8 rows are one conversion of their codes (mx_scales8), and one product, conversion and fma
- * serve 8 chains, where the 4-row tile gave half of each register to a copy of the same token. */
+/* MXFP4's GEMV tile: 8 rows rs rows apart (pair j: rows 2j and 2j + 1) against one token, one
+ * accumulator for all 8. Each pair's 4-lane sums (fp4_codes2, the nibble split's lanes) stay
+ * uncorrected up to the first round of pair sums (8 products of codes c <= 28 and |a| <= 127:
+ * within 28448, as vpackssdw needs), which then take the correction of their 16 activations at
+ * once (from nc; after it a sum of 16 products of |w| <= 12, within 24384); a second round of
+ * packs and pair sums leaves pair j's rows in lanes j and j + 4. So the scales of the 8 rows are
+ * one conversion of their codes (mx_scales8), and one product, conversion and fma serve 8 chains,
+ * where the 4-row tile gave half of each register to a copy of the same token. */
 static inline __attribute__((always_inline)) void tile_mx8(int64_t nu, const uint8_t *w, size_t ws, size_t rs,
                                                            const uint8_t *a, float *y) {
     const __m256i one = _mm256_set1_epi16(1);
     const uint8_t *row[8];
-    #pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) row[2 * j] = w + (size_t)j * rs * ws, row[2 * j + 1] = row[2 * j] + ws;
+    #pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) row[r] = w + (size_t)r * rs * ws;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t u = 0; u < nu; u++) {
         const nb_block_q8_0x *ab = (const nb_block_q8_0x *)a + u;
@@ -338,8 +338,8 @@ static inline __attribute__((always_inline)) void tile_mx8(int64_t nu, const uin
     const __m128 x = _mm256_castps256_ps128(acc), z = _mm256_extractf128_ps(acc, 1); /* the pairs' rows x | z */
     #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
-        y[(size_t)j * rs] = _mm_cvtss_f32(_mm_permutevar_ps(x, _mm_set1_epi32(j)));
-        y[(size_t)j * rs + 1] = _mm_cvtss_f32(_mm_permutevar_ps(z, _mm_set1_epi32(j)));
+        y[(size_t)(2 * j) * rs] = _mm_cvtss_f32(_mm_permutevar_ps(x, _mm_set1_epi32(j)));
+        y[(size_t)(2 * j + 1) * rs] = _mm_cvtss_f32(_mm_permutevar_ps(z, _mm_set1_epi32(j)));
     }
 }
 static inline void tile_mxfp4_8x1(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as,
