@@ -18,16 +18,21 @@ import sys
 
 
 def table(cmd):
-    """{(type, shape, column): value} from one bench_batch run's table rows."""
+    """{(type, shape, threads, column): value} from one bench_batch run's tables (one per thread
+    count, each under its "N thread(s)" line)."""
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    cols, vals = [], {}
+    cols, vals, threads = [], {}, '?'
     for line in out.splitlines():
+        words = line.split()
+        if len(words) == 2 and words[0].isdigit() and words[1] in ('thread', 'threads'):
+            threads = words[0]
+            continue
         cells = [c.strip() for c in line.strip().strip('|').split('|')]
         if cells[:3] == ['type', 'shape', 'kernel']:
             cols = cells[3:]
         elif cols and len(cells) == 3 + len(cols) and not cells[0].startswith('-'):
             for col, cell in zip(cols, cells[3:]):
-                vals[(cells[0], cells[1], col)] = float(cell.split()[0])
+                vals[(cells[0], cells[1], threads, col)] = float(cell.split()[0])
     if not vals:
         sys.exit(f'ab_kernels: no table in the output of {" ".join(cmd)}')
     return vals
@@ -43,13 +48,13 @@ def main():
             runs[side].append(table([binary] + args))
         print(f'round {r + 1}/{rounds}', file=sys.stderr)
     print(f'{rounds} alternating rounds of: {" ".join(args)}')
-    print('| type | shape | column | old | new | new/old |')
-    print('|---|---|---|---|---|---|')
+    print('| type | shape | threads | column | old | new | new/old |')
+    print('|---|---|---|---|---|---|---|')
     for key in runs['old'][0]:
         o = [t[key] for t in runs['old'] if key in t]
         n = [t[key] for t in runs['new'] if key in t]
         mo, mn = statistics.median(o), statistics.median(n)
-        print(f'| {key[0]} | {key[1]} | {key[2]} | {mo:.1f} ({min(o):.1f}..{max(o):.1f}) | '
+        print(f'| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {mo:.1f} ({min(o):.1f}..{max(o):.1f}) | '
               f'{mn:.1f} ({min(n):.1f}..{max(n):.1f}) | {mn / mo:.2f} |')
 
 
