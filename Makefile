@@ -155,7 +155,8 @@ demo-prereqs: all $(MODEL)
 
 # Benchmarks print numbers (docs/BENCHMARKS.md records them); nothing here passes or fails.
 # Side by side with llama.cpp: $(PY) bench/vs_llama.py, $(PY) bench/quantize_vs_llama.py; before/after
-# a change: bench/ab.sh OLD_NIBBLE NEW_NIBBLE.
+# a change: bench/ab.sh OLD_NIBBLE NEW_NIBBLE (whole runs), python3 bench/ab_kernels.py OLD_BENCH_BATCH
+# NEW_BENCH_BATCH ROUNDS ARGS (kernels).
 bench: all $(BENCHES) $(MODEL)
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 	$(BIN) bench kernels -t 1,2
