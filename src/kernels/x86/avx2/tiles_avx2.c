@@ -3,37 +3,36 @@
  */
 #include "kernels/x86/avx2/avx2.h"
 
-void nb_avx2_tile_loop(const nb_avx2_tile_fn *tiles, int tmax, int64_t n, const void *w, size_t ws, const void *a,
-                       size_t as, int64_t nr, int64_t nt, float *y, size_t ldy) {
-    const uint8_t *wb = w, *ab = a;
+/* The tile loop, one token over 16 rows or more going through gemv, a tile of grows rows spread
+ * over the matrix: rows r, r+q, ..., r+(grows-1)q for q = nr / grows. */
+static void tile_loop(nb_avx2_tile_fn gemv, int grows, const nb_avx2_tile_fn *tiles, int tmax, int64_t n,
+                      const uint8_t *w, size_t ws, const uint8_t *a, size_t as, int64_t nr, int64_t nt, float *y,
+                      size_t ldy) {
     if (nt == 1 && nr >= 16) {
-        const int64_t q = nr / 4;
-        for (int64_t r = 0; r < q; r++) tiles[3 * tmax](n, wb + (size_t)r * ws, ws, (size_t)q, ab, as, y + r, ldy);
-        wb += (size_t)(4 * q) * ws;
-        y += 4 * q;
-        nr -= 4 * q;
+        const int64_t q = nr / grows;
+        for (int64_t r = 0; r < q; r++) gemv(n, w + (size_t)r * ws, ws, (size_t)q, a, as, y + r, ldy);
+        w += (size_t)(grows * q) * ws;
+        y += grows * q;
+        nr -= grows * q;
     }
     for (int64_t t = 0; t < nt; t += tmax) {
         const int tt = nt - t < tmax ? (int)(nt - t) : tmax;
         for (int64_t r = 0; r < nr; r += 4) {
             const int rr = nr - r < 4 ? (int)(nr - r) : 4;
-            tiles[(rr - 1) * tmax + tt - 1](n, wb + (size_t)r * ws, ws, 1, ab + (size_t)t * as, as,
+            tiles[(rr - 1) * tmax + tt - 1](n, w + (size_t)r * ws, ws, 1, a + (size_t)t * as, as,
                                             y + (size_t)t * ldy + (size_t)r, ldy);
         }
     }
 }
 
+void nb_avx2_tile_loop(const nb_avx2_tile_fn *tiles, int tmax, int64_t n, const void *w, size_t ws, const void *a,
+                       size_t as, int64_t nr, int64_t nt, float *y, size_t ldy) {
+    tile_loop(tiles[3 * tmax], 4, tiles, tmax, n, w, ws, a, as, nr, nt, y, ldy);
+}
+
 void nb_avx2_gemv8_loop(nb_avx2_tile_fn gemv8, const nb_avx2_tile_fn *tiles, int tmax, int64_t n, const void *w,
                         size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy) {
-    const uint8_t *wb = w;
-    if (nt == 1 && nr >= 16) {
-        const int64_t q = nr / 8; /* rows per eighth */
-        for (int64_t r = 0; r < q; r++) gemv8(n, wb + (size_t)r * ws, ws, (size_t)q, a, as, y + r, ldy);
-        wb += (size_t)(8 * q) * ws;
-        y += 8 * q;
-        nr -= 8 * q;
-    }
-    nb_avx2_tile_loop(tiles, tmax, n, wb, ws, a, as, nr, nt, y, ldy);
+    tile_loop(gemv8, 8, tiles, tmax, n, w, ws, a, as, nr, nt, y, ldy);
 }
 
 /* One tile of rows (rr of them, rs rows apart) against tokens t0..t1-1, tmax at a time. */

@@ -302,8 +302,9 @@ static inline __m256 mx_scales8(uint64_t e) {
  * packs and pair sums leaves pair j's rows in lanes j and j + 4. So the scales of the 8 rows are
  * one conversion of their codes (mx_scales8), and one product, conversion and fma serve 8 chains,
  * where the 4-row tile gave half of each register to a copy of the same token. */
-static inline __attribute__((always_inline)) void tile_mx8(int64_t nu, const uint8_t *w, size_t ws, size_t rs,
-                                                           const uint8_t *a, float *y) {
+static inline void tile_mxfp4_8x1(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as,
+                                  float *y, size_t ldy) {
+    (void)as, (void)ldy;
     const __m256i one = _mm256_set1_epi16(1);
     const uint8_t *row[8];
     #pragma GCC unroll 8
@@ -341,11 +342,6 @@ static inline __attribute__((always_inline)) void tile_mx8(int64_t nu, const uin
         y[(size_t)(2 * j) * rs] = _mm_cvtss_f32(_mm_permutevar_ps(x, _mm_set1_epi32(j)));
         y[(size_t)(2 * j + 1) * rs] = _mm_cvtss_f32(_mm_permutevar_ps(z, _mm_set1_epi32(j)));
     }
-}
-static inline void tile_mxfp4_8x1(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as,
-                                  float *y, size_t ldy) {
-    (void)as, (void)ldy;
-    tile_mx8(nu, w, ws, rs, a, y);
 }
 
 /* The contract's tree (nb_lane_sum) over NVFP4's lanes, which hold groups 0,1,4,5,2,3,6,7: group
@@ -769,7 +765,7 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
                                   int64_t nt, float *y, size_t ldy) {                                         \
         nb_avx2_tile_loop_small(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                      \
     }
-/* The tile loop of a type: MXFP4's with its GEMV tile of 8 rows (tile_mx8), the others' plain. */
+/* The tile loop of a type: MXFP4's with its GEMV tile of 8 rows (tile_mxfp4_8x1), the others' plain. */
 #define GEMV_LOOP(ty) GEMV_LOOP_##ty
 #define GEMV_LOOP_mxfp4(...) nb_avx2_gemv8_loop(tile_mxfp4_8x1, __VA_ARGS__)
 #define GEMV_LOOP_q4_0 nb_avx2_tile_loop
