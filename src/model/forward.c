@@ -37,17 +37,21 @@
 
 /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for `rows` rows of n, as ggml: squares summed in
  * double in element order, the scale applied before the weight. Each sum is one chain of
- * dependent adds, so 4 rows' chains run side by side (the same bits per row, a quarter of the
- * latency). y may be x. */
+ * dependent adds, so 4 rows' chains run side by side, in registers (the same bits per row, a
+ * quarter of the latency; a group of fewer rows repeats its last one). y may be x. */
 static void rmsnorm_rows(float *y, const float *x, const float *w, int rows, int n, float eps) {
     for (int r0 = 0; r0 < rows; r0 += 4) {
         const int nr = rows - r0 < 4 ? rows - r0 : 4;
-        double sum[4] = {0, 0, 0, 0};
-        for (int i = 0; i < n; i++)
-            for (int j = 0; j < nr; j++) {
-                const float v = x[(size_t)(r0 + j) * n + i];
-                sum[j] += (double)(v * v);
-            }
+        const float *v[4];
+        for (int j = 0; j < 4; j++) v[j] = x + (size_t)(r0 + (j < nr ? j : nr - 1)) * n;
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int i = 0; i < n; i++) {
+            s0 += (double)(v[0][i] * v[0][i]);
+            s1 += (double)(v[1][i] * v[1][i]);
+            s2 += (double)(v[2][i] * v[2][i]);
+            s3 += (double)(v[3][i] * v[3][i]);
+        }
+        const double sum[4] = {s0, s1, s2, s3};
         for (int j = 0; j < nr; j++) {
             const float scale = 1.0f / sqrtf((float)(sum[j] / n) + eps);
             const float *xr = x + (size_t)(r0 + j) * n;
