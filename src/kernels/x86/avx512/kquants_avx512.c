@@ -15,7 +15,10 @@
  *    row's sums), which fit words, so the two are packed as the low and high word of each dword,
  *    and one vpdpwssd against the dword of their two scales scales both and adds them. Per 64
  *    elements and row: 2 vpdpbusd, a shift, a vpternlogd and 1 vpdpwssd instead of 2 vpmaddubsw,
- *    2 vpdpwssd and 2 vpshufb.
+ *    2 vpdpwssd and 2 vpshufb. Q4_K's smaller sums pack with neither the vpternlogd nor a zeroed
+ *    start: the high group's sum, from 16 x its codes (the byte's high nibble in place, no shift
+ *    down), starts the low group's, shifted to the high word over a bias that keeps the low word
+ *    positive; the 4 rows' biases (sums of even scales, one vpsadbw) leave the block sums at once.
  *  - Q4_K's one lane per row (kernels.h): the 4 rows' 8 integer lanes are summed together by
  *    three vphaddd and one add, then one conversion and fma serve the 4 rows.
  *  - Q4_K: the 4 rows' packed scales and minimums are unpacked together in one 512-bit register
@@ -93,7 +96,12 @@ static inline __attribute__((always_inline)) void kq_gemv_q4_k(int nr, int64_t n
         __m512i ms = _mm512_madd_epi16(mn16, bs);
         ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, (_MM_PERM_ENUM)_MM_SHUFFLE(1, 0, 3, 2)));
         ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, (_MM_PERM_ENUM)_MM_SHUFFLE(2, 3, 0, 1)));
-        const __m128i msum = _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), ms));
+        /* dwords 0, 4, 8, 12 of ms (the rows' minimum sums) and of es (the rows' sums of even
+         * scales, for the pairs' bias below) in one register: msum | esum */
+        const __m512i es = _mm512_sad_epu8(_mm512_and_si512(sm, _mm512_set1_epi16(0xff)), zero);
+        const __m256i me = _mm512_castsi512_si256(
+            _mm512_permutex2var_epi32(ms, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0), es));
+        const __m128i msum = _mm256_castsi256_si128(me);
         const __m256 dd4 = _mm256_permutexvar_ps(_mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7), dm); /* d x 4, dmin x 4 */
         macc = _mm_fmadd_ps(_mm256_extractf128_ps(dd4, 1), _mm_cvtepi32_ps(msum), macc);
         __m256i isum[GR];
@@ -103,15 +111,17 @@ static inline __attribute__((always_inline)) void kq_gemv_q4_k(int nr, int64_t n
             #pragma GCC unroll 8
             for (int c = 0; c < 4; c++) {
                 const __m256i qv = _mm256_loadu_si256((const __m256i *)(b[r]->qs + 32 * c));
-                const __m256i lo = _mm256_and_si256(qv, m4), hi = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
+                const __m256i lo = _mm256_and_si256(qv, m4), hi16 = _mm256_andnot_si256(m4, qv); /* hi16: 16 x the code */
                 const __m256i al = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c));
                 const __m256i ah = _mm256_loadu_si256((const __m256i *)(ab->qs + 64 * c + 32));
-                /* lane k of groups 2c and 2c+1 unscaled (|.| <= 4*15*127, so words), packed as the
-                 * low and high word of one dword for one vpdpwssd against the dword of scales 2c,
-                 * 2c+1 (dword c of the row's scale words); truth table 0xEA: (a & b) | c */
-                const __m256i z = _mm256_setzero_si256();
-                const __m256i pair = _mm256_ternarylogic_epi32(_mm256_dpbusd_epi32(z, lo, al), _mm256_set1_epi32(0xffff),
-                                                               _mm256_slli_epi32(_mm256_dpbusd_epi32(z, hi, ah), 16), 0xEA);
+                /* lane k of groups 2c (lo) and 2c+1 (hi) unscaled (|.| <= 4*15*127 = 7620) as the
+                 * low and high word of one dword, for one vpdpwssd against the dword of scales 2c,
+                 * 2c+1: ((2 + 16 hi) << 12) + lo = (hi << 16) + (8192 + lo), whose low word
+                 * 8192 + lo lies in [572, 15812], so the high word is hi and the low word reads
+                 * 8192 + lo. The bias adds 8192 x scale 2c to each lane, 65536 x the row's sum of
+                 * even scales to its block sum, taken out below. */
+                const __m256i hs = _mm256_dpbusd_epi32(_mm256_set1_epi32(2), hi16, ah);
+                const __m256i pair = _mm256_dpbusd_epi32(_mm256_slli_epi32(hs, 12), lo, al);
                 const __m256i sp = _mm256_set1_epi32(sd[4 * r + c]);
                 if (c & 1)
                     i1 = _mm256_dpwssd_epi32(i1, pair, sp);
@@ -120,9 +130,11 @@ static inline __attribute__((always_inline)) void kq_gemv_q4_k(int nr, int64_t n
             }
             isum[r] = _mm256_add_epi32(i0, i1);
         }
-        /* row r's block sum in dword r: each 128-bit half of the vphaddd tree holds its half's sums */
+        /* row r's block sum in dword r (each 128-bit half of the vphaddd tree holds its half's
+         * sums), less the bias */
         const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(isum[0], isum[1]), _mm256_hadd_epi32(isum[2], isum[3]));
-        const __m128i tot = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        const __m128i tot = _mm_sub_epi32(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)),
+                                          _mm_slli_epi32(_mm256_extracti128_si256(me, 1), 16));
         acc = _mm_fmadd_ps(_mm256_castps256_ps128(dd4), _mm_cvtepi32_ps(tot), acc);
     }
     float v[GR];
