@@ -1,6 +1,7 @@
 """ctypes bindings to build/libnibble.so for the parity scripts: a model, a context, evaluation."""
 import ctypes
 import os
+import re
 
 import numpy as np
 
@@ -34,7 +35,51 @@ def quiet_llama():
         llama_cpp.llama_log_set(_QUIET, ctypes.c_void_p())
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HEADER = os.path.join(ROOT, "include", "nibble.h")
+_C_TYPES = {"int": ctypes.c_int, "float": ctypes.c_float, "uint64_t": ctypes.c_uint64, "char": ctypes.c_char}
+
+
+def header_fields(struct):
+    """The fields of `typedef struct STRUCT {...}` in include/nibble.h as ctypes (name, type) pairs,
+    in order: plain ints, floats and uint64_t, char arrays, and any pointer as c_void_p (check_mirror
+    takes c_char_p for one)."""
+    text = re.sub(r"/\*.*?\*/", "", open(HEADER).read(), flags=re.S)
+    body = re.search(r"typedef struct %s \{(.*?)\} %s;" % (struct, struct), text, re.S)
+    if body is None:
+        raise RuntimeError(f"{HEADER}: no typedef struct {struct}")
+    fields = []
+    for decl in filter(None, (re.sub(r"\bconst\s+", "", d).strip() for d in body.group(1).split(";"))):
+        ctype, names = decl.split(None, 1)
+        for name in (n.strip() for n in names.split(",")):
+            m = re.fullmatch(r"(\*?)(\w+)(?:\[(\d+)\])?", name)
+            if m is None or (not m.group(1) and ctype not in _C_TYPES):
+                raise RuntimeError(f"{HEADER}: {struct}: a field this binding cannot mirror: {decl}")
+            t = ctypes.c_void_p if m.group(1) else _C_TYPES[ctype]
+            fields.append((m.group(2), t * int(m.group(3)) if m.group(3) else t))
+    return fields
+
+
+def check_mirror(cls, struct):
+    """Raises if a Structure's fields are not the header's, name for name and type for type: a
+    field added to nibble.h and not here would otherwise shift every later one (a hang or a crash)."""
+    def shape(t):
+        if t in (ctypes.c_void_p, ctypes.c_char_p):
+            return ("pointer", ctypes.sizeof(t))
+        return (t._type_.__name__ if issubclass(t, ctypes.Array) else t.__name__, ctypes.sizeof(t))
+    want = [(n, shape(t)) for n, t in header_fields(struct)]
+    have = [(n, shape(t)) for n, t in cls._fields_]
+    for i in range(max(len(want), len(have))):
+        w, h = want[i] if i < len(want) else None, have[i] if i < len(have) else None
+        if w != h:
+            raise RuntimeError(f"tests/parity/nbctypes.py: {cls.__name__} field {i} is {h}, but {struct} in "
+                               f"include/nibble.h has {w} there")
+
+
 def load_lib():
+    check_mirror(CtxParams, "nb_ctx_params")
+    check_mirror(ModelInfo, "nb_model_info")
+    check_mirror(ChatMsg, "nb_chat_msg")
     build = os.environ.get("NB_BUILD", "build")
     lib = ctypes.CDLL(os.path.join(build, "libnibble.so"))
     lib.nb_last_error.restype = ctypes.c_char_p
@@ -142,9 +187,6 @@ def kl_rows(p_logits, q_logits):
     """KL(P || Q) per row, P the reference."""
     lp, lq = log_softmax(p_logits), log_softmax(q_logits)
     return (np.exp(lp) * (lp - lq)).sum(axis=-1)
-
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def fetched(script):
