@@ -26,6 +26,18 @@ static inline __m256i nb_avx2_codes4(__m256i acc, __m256i q, const int8_t *a4) {
     return r;
 }
 
+/* Dword k (0..3) of each 128-bit lane of v in all of that lane's dwords: vpshufd, whose immediate
+ * an unrolled loop's k only becomes when the optimizer folds it, so spelled out for any -O (one
+ * cycle, where vpermd takes three and an index register). */
+static inline __m256i nb_avx2_dword_lane(__m256i v, int k) {
+    switch (k) {
+    case 0: return _mm256_shuffle_epi32(v, 0x00);
+    case 1: return _mm256_shuffle_epi32(v, 0x55);
+    case 2: return _mm256_shuffle_epi32(v, 0xAA);
+    default: return _mm256_shuffle_epi32(v, 0xFF);
+    }
+}
+
 /* The contract's fixed reduction (kernels.h nb_lane_sum) on a register. */
 static inline float nb_avx2_lane_sum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); /* s0..s3 */
@@ -132,6 +144,17 @@ void nb_avx2_tile_loop_small2(const nb_avx2_tile_fn *batch, int bmax, const nb_a
 /* The same with the first 8 * ng tokens in ng groups of NB_ACT_Q8_KT (kernels.h, small_kt), gs
  * bytes apart from kt, through grp: grp[R - 1] is R rows against one group, its `a` the group's
  * first block and its outputs the group's 8 tokens. */
+/* name[R - 1] (R = 1..4): tiles of R rows against a group of 8 tokens (NB_ACT_Q8_KT) by
+ * body(R, nb, w, ws, rs, a, y, ldy), for nb_avx2_tile_loop_small_kt. */
+#define NB_KT_TILE(body, R)                                                                                      \
+    static void body##_##R(int64_t nb, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as,      \
+                           float *y, size_t ldy) {                                                               \
+        (void)as;                                                                                                \
+        body(R, nb, w, ws, rs, a, y, ldy);                                                                       \
+    }
+#define NB_KT_TILES(name, body)                                                                                  \
+    NB_KT_TILE(body, 1) NB_KT_TILE(body, 2) NB_KT_TILE(body, 3) NB_KT_TILE(body, 4)                              \
+    static const nb_avx2_tile_fn name[4] = {body##_1, body##_2, body##_3, body##_4};
 void nb_avx2_tile_loop_small_kt(const nb_avx2_tile_fn *grp, const void *kt, size_t gs, int64_t ng,
                                 const nb_avx2_tile_fn *batch, int bmax, const nb_avx2_tile_fn *plain, int pmax,
                                 int64_t nbat, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,

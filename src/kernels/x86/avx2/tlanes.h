@@ -65,16 +65,7 @@ static inline void tl_acts_fill(tl_acts *A, const uint8_t *a, size_t as, int64_t
  * halves): one in-lane shuffle, where a broadcast from memory per group would take a load port
  * (the activations keep those busy; in cache 1.1-1.2x). */
 static inline __attribute__((always_inline)) __m256i tl_group(__m256i lo, __m256i hi, int k) {
-    switch (k) {
-    case 0: return _mm256_shuffle_epi32(lo, 0x00);
-    case 1: return _mm256_shuffle_epi32(lo, 0x55);
-    case 2: return _mm256_shuffle_epi32(lo, 0xAA);
-    case 3: return _mm256_shuffle_epi32(lo, 0xFF);
-    case 4: return _mm256_shuffle_epi32(hi, 0x00);
-    case 5: return _mm256_shuffle_epi32(hi, 0x55);
-    case 6: return _mm256_shuffle_epi32(hi, 0xAA);
-    default: return _mm256_shuffle_epi32(hi, 0xFF);
-    }
+    return nb_avx2_dword_lane(k < 4 ? lo : hi, k & 3);
 }
 
 /* One unit's integer sums of 8 tokens against the groups w[0..7] of one row's codes. */

@@ -143,17 +143,6 @@ static inline __attribute__((always_inline)) void kq_gemv_q4_k(int nr, int64_t n
     for (int r = 0; r < nr; r++) y[(size_t)r * rs] = v[r];
 }
 
-/* Dword m of each 128-bit lane in all four of its dwords. vpshufd takes an immediate, which an
- * unrolled loop's m only becomes when the optimizer folds it: spelled out for any -O. */
-static inline __m256i dword_in_lanes(__m256i v, int m) {
-    switch (m) {
-    case 0: return _mm256_shuffle_epi32(v, 0x00);
-    case 1: return _mm256_shuffle_epi32(v, 0x55);
-    case 2: return _mm256_shuffle_epi32(v, 0xAA);
-    default: return _mm256_shuffle_epi32(v, 0xFF);
-    }
-}
-
 static inline __attribute__((always_inline)) void kq_gemv_q6_k(int nr, int64_t nb, const uint8_t *w, size_t ws,
                                                                size_t rs, const uint8_t *a, float *y) {
     const uint8_t *p[GR];
@@ -207,7 +196,7 @@ static inline __attribute__((always_inline)) void kq_gemv_q6_k(int nr, int64_t n
                     const __m256i lo = _mm256_dpbusd_epi32(z, q[g], _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * G)));
                     const __m256i hi = _mm256_dpbusd_epi32(z, q[g + 1], _mm256_loadu_si256((const __m256i *)(ab->qs + 32 * G + 32)));
                     const __m256i pair = _mm256_ternarylogic_epi32(lo, _mm256_set1_epi32(0xffff), _mm256_slli_epi32(hi, 16), 0xEA);
-                    const __m256i sp = dword_in_lanes(s16, G / 2);
+                    const __m256i sp = nb_avx2_dword_lane(s16, G / 2);
                     if (h)
                         i1 = _mm256_dpwssd_epi32(i1, pair, sp);
                     else
@@ -602,17 +591,6 @@ void nb_mm_q6_k_small_avx512(int64_t n, const void *w, size_t ws, const void *a,
 
 /* ---- small batches of 8 tokens per register (kernels.h, NB_ACT_Q8_KT) ---- */
 
-/* Dword k (0..3) of each 128-bit lane of v in all of that lane's dwords (vpshufd: an immediate,
- * spelled out for any -O; one cycle where vpermd takes three, and no index register). */
-static inline __m256i dword_lane(__m256i v, int k) {
-    switch (k) {
-    case 0: return _mm256_shuffle_epi32(v, 0x00);
-    case 1: return _mm256_shuffle_epi32(v, 0x55);
-    case 2: return _mm256_shuffle_epi32(v, 0xAA);
-    default: return _mm256_shuffle_epi32(v, 0xFF);
-    }
-}
-
 /* 4 rows against one group of 8 tokens in Q4_K's batch order (the order of q4k_batch_small), token
  * t in lane t of every register, so that no sum crosses lanes: per 32-element group g and 4 codes
  * k of a row, the row's 4 codes broadcast (vpermd) meet the 8 tokens' 4 codes in one vpdpbusd;
@@ -675,8 +653,8 @@ static inline __attribute__((always_inline)) void q4k_kt(int nr, int64_t nb, con
                     const __m256i ql = _mm256_and_si256(qv, m4), qh = _mm256_and_si256(_mm256_srli_epi16(qv, 4), m4);
                     #pragma GCC unroll 4
                     for (int k = 0; k < 4; k++) {
-                        l = _mm256_dpbusd_epi32(l, dword_lane(ql, k), _mm256_loadu_si256((const __m256i *)at->qs[2 * c][4 * half + k]));
-                        h = _mm256_dpbusd_epi32(h, dword_lane(qh, k), _mm256_loadu_si256((const __m256i *)at->qs[2 * c + 1][4 * half + k]));
+                        l = _mm256_dpbusd_epi32(l, nb_avx2_dword_lane(ql, k), _mm256_loadu_si256((const __m256i *)at->qs[2 * c][4 * half + k]));
+                        h = _mm256_dpbusd_epi32(h, nb_avx2_dword_lane(qh, k), _mm256_loadu_si256((const __m256i *)at->qs[2 * c + 1][4 * half + k]));
                     }
                 }
                 const __m256i S = _mm256_add_epi32(_mm256_mullo_epi32(l, _mm256_set1_epi32(s32[r][2 * c])),
@@ -696,14 +674,7 @@ static inline __attribute__((always_inline)) void q4k_kt(int nr, int64_t nb, con
     }
 }
 
-#define KT_TILE(name, body, R)                                                                                   \
-    static void name##_##R(int64_t nb, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as,       \
-                           float *y, size_t ldy) {                                                               \
-        (void)as;                                                                                                \
-        body(R, nb, w, ws, rs, a, y, ldy);                                                                       \
-    }
-KT_TILE(kt_q4_k, q4k_kt, 1) KT_TILE(kt_q4_k, q4k_kt, 2) KT_TILE(kt_q4_k, q4k_kt, 3) KT_TILE(kt_q4_k, q4k_kt, 4)
-static const nb_avx2_tile_fn kt_tiles_q4_k[GR] = {kt_q4_k_1, kt_q4_k_2, kt_q4_k_3, kt_q4_k_4};
+NB_KT_TILES(kt_tiles_q4_k, q4k_kt)
 
 /* The groups of 8 tokens by kt_tiles_q4_k, the batch tokens left (4 of them at most) by
  * sb_batch_q4_k, the rest (fewer than 4) in the GEMV order. */
