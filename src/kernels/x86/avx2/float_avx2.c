@@ -102,7 +102,7 @@ const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES] = {
     Q81(Q5_1, q5_1),
     QKB(Q4_K, q4_k, "q4_K", mmf_q4_k, 8, 4, 4, 1),
     QK(Q5_K, q5_k, "q5_K", mmf_q5_k, 4),
-    QKB(Q6_K, q6_k, "q6_K", mmf_q6_k, 8, 8, 1, 0),
+    QKB(Q6_K, q6_k, "q6_K", mmf_q6_k, 8, 8, 1, 1),
     FL(F32, f32),
     [NB_TYPE_F16] = {NB_TYPE_F32, nb_mm_f16_f32_avx2, nb_mm_f16_f32_avx2, "avx2 f16 x f32", "avx2 f16 x f32", 4,
                      nb_mm_f16_vec_f32_avx2, .mm_small = nb_mm_f16_small_f32_avx2, .small_max = 16},
