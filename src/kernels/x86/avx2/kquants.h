@@ -214,6 +214,20 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int batch
     }
 }
 
+/* The four 32-element groups of half h of a Q6_K block (groups 4h .. 4h + 3), each in element
+ * order as unsigned codes 0..63: low nibble | two high bits moved to bits 4-5 (16-bit shifts:
+ * what crosses into a neighbour byte is masked off). */
+static inline __attribute__((always_inline)) void q6_k_codes(const nb_block_q6_k *b, int h, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+    const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+}
+
 /* Q6_K; batch: its order in a batch, the block's whole sum scaled by the weight's d, then fma'd
  * with the activation's (kernels.h). */
 static inline __attribute__((always_inline)) void tile_q6_k_in(int batch, int R, int T, int64_t nb, const uint8_t *w,
@@ -231,7 +245,6 @@ static inline __attribute__((always_inline)) void tile_q6_k_in(int batch, int R,
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps(), acc1[r][t] = 0;
-    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
     /* a block's 16 int8 scales, even ones first (see s16 below) */
     const __m128i evens = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     for (int64_t i = 0; i < nb; i++) {
@@ -255,18 +268,8 @@ static inline __attribute__((always_inline)) void tile_q6_k_in(int batch, int R,
                     _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)ab[t]->bsums), _mm256_sub_epi16(_mm256_setzero_si256(), sc16)), 5);
             #pragma GCC unroll 8
             for (int h = 0; h < 2; h++) {
-                __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
-                __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
-                __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
-                /* the four 32-element groups of this half, in element order: low nibble | two high
-                 * bits moved to bits 4-5 (16-bit shifts: what crosses into a neighbour byte is
-                 * masked off) */
                 __m256i q[4];
-                q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
-                q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
-                q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
-                q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                       _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+                q6_k_codes(b, h, q);
                 #pragma GCC unroll 8
                 for (int g = 0; g < 4; g++) {
                     const int G = 4 * h + g; /* word G of each half of s16, in every word of that half */

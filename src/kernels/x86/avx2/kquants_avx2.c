@@ -93,7 +93,7 @@ NB_KT_TILES(kt_tiles_q4_k, q4k_kt)
 
 /* Q6_K's batch order (kernels.h: the block's whole integer sum, scaled by the weight's d, then
  * fma'd with the token's) for up to 4 rows against one group of 8 tokens, token t in lane t
- * (NB_ACT_Q8_KT), a row at a time as q4k_kt. The codes (0..63) are assembled as in the GEMV; each
+ * (NB_ACT_Q8_KT), a row at a time as q4k_kt. The codes (0..63) come from q6_k_codes; each
  * 16-element half of a 32-element group goes to both 128-bit lanes (vperm2i128), its quads are
  * broadcast (vpshufd) against the tokens' quads by vpmaddubsw (pair sums within 2*63*127), two
  * such added as words (within 32004), and one vpmaddwd by the sub-block's scale in both words of
@@ -102,7 +102,6 @@ NB_KT_TILES(kt_tiles_q4_k, q4k_kt)
 static inline __attribute__((always_inline)) void q6k_kt(int nr, int64_t nb, const uint8_t *w, size_t ws, size_t rs,
                                                          const uint8_t *a, float *y, size_t ldy) {
     const nb_block_q8_kt *ab = (const nb_block_q8_kt *)a;
-    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
     for (int r = 0; r < nr; r++) {
         const nb_block_q6_k *row = (const nb_block_q6_k *)(w + (size_t)r * rs * ws);
         __m256 acc = _mm256_setzero_ps(); /* lane t: token t's chain */
@@ -122,15 +121,8 @@ static inline __attribute__((always_inline)) void q6k_kt(int nr, int64_t nb, con
             __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
             #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
-                const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
-                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
-                const __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
-                __m256i q[4]; /* groups 4h .. 4h + 3 in element order, as the GEMV's */
-                q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
-                q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
-                q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
-                q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                       _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+                __m256i q[4];
+                q6_k_codes(b, h, q);
                 #pragma GCC unroll 4
                 for (int g = 0; g < 4; g++) {
                     const int G = 4 * h + g;
