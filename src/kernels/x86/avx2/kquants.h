@@ -353,4 +353,82 @@ KERNEL(q6_k, NULL)
 #endif
 KERNEL(q6_k_batch, KQ_Q6K_PANEL)
 
+/* Q6_K's batch order (kernels.h: the block's whole integer sum, scaled by the weight's d, then
+ * fma'd with the token's) for up to 4 rows against one group of 8 tokens, token t in lane t
+ * (NB_ACT_Q8_KT), a row at a time (AVX2's 16 registers hold one row's chain and scales; both
+ * sets run this body). The codes (0..63) come from q6_k_codes; each 16-element half of a
+ * 32-element group goes to both 128-bit lanes (vperm2i128), its quads are broadcast (vpshufd)
+ * against the tokens' quads by vpmaddubsw (pair sums within 2*63*127), two such added as words
+ * (within 32004), and one vpmaddwd by the sub-block's scale in both words of every dword widens
+ * and scales them. The offset's share, -32 * sum_m sc_m * bsum_m, starts each token's sum: one
+ * vpmaddwd per pair of sub-blocks of the tokens' bsum pairs by the scale pair. */
+static inline __attribute__((always_inline)) void q6k_kt(int nr, int64_t nb, const uint8_t *w, size_t ws, size_t rs,
+                                                         const uint8_t *a, float *y, size_t ldy) {
+    const nb_block_q8_kt *ab = (const nb_block_q8_kt *)a;
+    for (int r = 0; r < nr; r++) {
+        const nb_block_q6_k *row = (const nb_block_q6_k *)(w + (size_t)r * rs * ws);
+        __m256 acc = _mm256_setzero_ps(); /* lane t: token t's chain */
+        for (int64_t i = 0; i < nb; i++) {
+            const nb_block_q8_kt *at = ab + i;
+            const nb_block_q6_k *b = row + i;
+            for (int l = 0; l < 4; l++) _mm_prefetch((const char *)b + NB_PREFETCH_BYTES + 64 * l, _MM_HINT_T0);
+            const __m128i sc = _mm_loadu_si128((const __m128i *)b->scales);
+            const __m256i sp = _mm256_cvtepi8_epi16(sc); /* dword j: sc_2j | sc_2j+1 << 16 */
+            /* dword m of sd[0] (scales 0-7) and sd[1] (8-15): sc_m in both words */
+            const __m256i sd[2] = {_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(sc, sc)), _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(sc, sc))};
+            __m256i off = _mm256_setzero_si256();
+            #pragma GCC unroll 8
+            for (int j = 0; j < 8; j++)
+                off = _mm256_add_epi32(off, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)at->bp[j]),
+                                                               _mm256_permutevar8x32_epi32(sp, _mm256_set1_epi32(j))));
+            __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+            #pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m256i q[4];
+                q6_k_codes(b, h, q);
+                #pragma GCC unroll 4
+                for (int g = 0; g < 4; g++) {
+                    const int G = 4 * h + g;
+                    #pragma GCC unroll 2
+                    for (int e = 0; e < 2; e++) { /* sub-block m = 2G + e: quads 4e .. 4e + 3 of the group */
+                        const int m = 2 * G + e;
+                        const __m256i qd = e ? _mm256_permute2x128_si256(q[g], q[g], 0x11)
+                                             : _mm256_permute2x128_si256(q[g], q[g], 0x00);
+                        __m256i x[2];
+                        #pragma GCC unroll 2
+                        for (int k = 0; k < 2; k++)
+                            x[k] = _mm256_add_epi16(
+                                _mm256_maddubs_epi16(nb_avx2_dword_lane(qd, 2 * k), _mm256_loadu_si256((const __m256i *)at->qs[G][4 * e + 2 * k])),
+                                _mm256_maddubs_epi16(nb_avx2_dword_lane(qd, 2 * k + 1),
+                                                     _mm256_loadu_si256((const __m256i *)at->qs[G][4 * e + 2 * k + 1])));
+                        const __m256i S = _mm256_permutevar8x32_epi32(sd[m / 8], _mm256_set1_epi32(m % 8));
+                        isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(x[0], S), _mm256_madd_epi16(x[1], S)));
+                        NB_CHAIN(isum);
+                    }
+                }
+            }
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)), _mm256_cvtepi32_ps(isum)),
+                                  _mm256_loadu_ps(at->d), acc);
+        }
+        float v[8];
+        _mm256_storeu_ps(v, acc);
+        #pragma GCC unroll 8
+        for (int t = 0; t < 8; t++) y[(size_t)t * ldy + (size_t)r * rs] = v[t];
+    }
+}
+NB_KT_TILES(kt_tiles_q6_k, q6k_kt)
+
+/* Q6_K's small batches: from 8 tokens all of them in its batch order (groups of 8 by q6k_kt, the
+ * rest by the batch tiles), below 8 none (the table's 8 and 1; small_kt). */
+#define KQ_SMALL_NAME(ty, isa) KQ_CAT3(nb_mm_##ty, _small_, isa)
+void KQ_SMALL_NAME(q6_k, KQ_ISA)(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                                 float *y, size_t ldy) {
+    const int64_t nb = n / NB_QK_K;
+    if (nt < 8)
+        nb_avx2_tile_loop_small(tiles_q6_k, TMAX, nb, w, ws, a, as, nr, nt, y, ldy);
+    else
+        nb_avx2_tile_loop_small_kt(kt_tiles_q6_k, nb_act_kt_groups(a, as, nt), (size_t)nb * sizeof(nb_block_q8_kt), nt / 8,
+                                   tiles_q6_k_batch, TMAX, tiles_q6_k_batch, TMAX, nt, nb, w, ws, a, as, nr, nt, y, ldy);
+}
+
 #endif

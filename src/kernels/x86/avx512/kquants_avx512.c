@@ -583,12 +583,6 @@ SB_BATCH_R(1) SB_BATCH_R(2) SB_BATCH_R(3) SB_BATCH_R(4)
                    sbb_q4_k_##R##x6, sbb_q4_k_##R##x7, sbb_q4_k_##R##x8
 static const nb_avx2_tile_fn sb_batch_q4_k[GR * SB_T] = {SB_BROW(1), SB_BROW(2), SB_BROW(3), SB_BROW(4)};
 
-/* Q6_K: from 8 tokens all of them in its batch order, below 8 none (the table's 8 and 1). */
-void nb_mm_q6_k_small_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
-                             float *y, size_t ldy) {
-    nb_avx2_tile_loop_small(nt >= 8 ? tiles_q6_k_batch : tiles_q6_k, TMAX, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);
-}
-
 /* ---- small batches of 8 tokens per register (kernels.h, NB_ACT_Q8_KT) ---- */
 
 /* 4 rows against one group of 8 tokens in Q4_K's batch order (the order of q4k_batch_small), token
