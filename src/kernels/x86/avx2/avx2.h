@@ -136,14 +136,11 @@ void nb_avx2_gemv8_loop(nb_avx2_tile_fn gemv8, const nb_avx2_tile_fn *tiles, int
  * another, so that the weights come from memory once and from L1 for the tiles after the first. */
 void nb_avx2_tile_loop_small(const nb_avx2_tile_fn *tiles, int tmax, int64_t n, const void *w, size_t ws, const void *a,
                              size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
-/* The same for a kernel with a batch order (kernels.h): tokens below nbat through the tiles of
- * that order (batch, up to bmax tokens each), the others through plain (pmax). */
-void nb_avx2_tile_loop_small2(const nb_avx2_tile_fn *batch, int bmax, const nb_avx2_tile_fn *plain, int pmax,
-                              int64_t nbat, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
-                              int64_t nt, float *y, size_t ldy);
-/* The same with the first 8 * ng tokens in ng groups of NB_ACT_Q8_KT (kernels.h, small_kt), gs
- * bytes apart from kt, through grp: grp[R - 1] is R rows against one group, its `a` the group's
- * first block and its outputs the group's 8 tokens. */
+/* The same for a kernel with a batch order (kernels.h), the first 8 * ng tokens in ng groups of
+ * NB_ACT_Q8_KT (kernels.h, small_kt), gs bytes apart from kt, through grp: grp[R - 1] is R rows
+ * against one group, its `a` the group's first block and its outputs the group's 8 tokens; the
+ * other tokens below nbat through the tiles of that order (batch, up to bmax tokens each), the
+ * rest through plain (pmax). */
 /* name[R - 1] (R = 1..4): tiles of R rows against a group of 8 tokens (NB_ACT_Q8_KT) by
  * body(R, nb, w, ws, rs, a, y, ldy), for nb_avx2_tile_loop_small_kt. */
 #define NB_KT_TILE(body, R)                                                                                      \

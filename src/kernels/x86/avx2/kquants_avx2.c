@@ -25,15 +25,16 @@ static inline __m256i kp_scale_word(__m256i s32) { return _mm256_blend_epi16(s32
 
 #include "kernels/x86/avx2/kquants.h"
 
-/* 4 rows against one group of 8 tokens in Q4_K's batch order (kernels.h), token t in lane t of
- * every register (NB_ACT_Q8_KT, as the AVX-512 set's q4k_kt): per 32-element group and 4 codes
- * of a row, the row's 4 codes broadcast within their 128-bit lane meet the 8 tokens' 4 codes in
- * one vpmaddubsw; a group's 8 such word pair sums (each within 2*15*127) add up within 30480, and
- * one vpmaddwd by the group's scale in every word gives sc_g*G_g per token. S_c = sc_2c*G_2c +
- * sc_2c+1*G_2c+1, M_c = m_2c*B_2c + m_2c+1*B_2c+1 (one vpmaddwd of the tokens' B pairs by the
- * row's minimum pair), one fma each per 64 elements: the batch order's integers and chains. About
- * 38 instructions per row, token and block (the object code's loop), where the 2-token tiles take
- * about 75; 8 tokens run 2.3x faster than through them (bench_batch, 1 thread). */
+/* Up to 4 rows, one at a time, against one group of 8 tokens in Q4_K's batch order (kernels.h),
+ * token t in lane t of every register (NB_ACT_Q8_KT, as the AVX-512 set's q4k_kt). Per
+ * 32-element group and 4 codes of a row, the row's 4 codes broadcast within their 128-bit lane
+ * meet the 8 tokens' 4 codes in one vpmaddubsw; a group's 8 such word pair sums (each within
+ * 2*15*127) add up within 30480, and one vpmaddwd by the group's scale in every word gives
+ * sc_g*G_g per token. S_c = sc_2c*G_2c + sc_2c+1*G_2c+1, M_c = m_2c*B_2c + m_2c+1*B_2c+1 (one
+ * vpmaddwd of the tokens' B pairs by the row's minimum pair), one fma each per 64 elements: the
+ * batch order's integers and chains. About 38 instructions per row, token and block (the object
+ * code's loop), where the 2-token tiles take about 75; 8 tokens run 2.3x faster than through them
+ * (bench_batch, 1 thread). */
 static inline __attribute__((always_inline)) void q4k_kt(int nr, int64_t nb, const uint8_t *w, size_t ws, size_t rs,
                                                          const uint8_t *a, float *y, size_t ldy) {
     const nb_block_q8_kt *ab = (const nb_block_q8_kt *)a;
@@ -90,7 +91,6 @@ static inline __attribute__((always_inline)) void q4k_kt(int nr, int64_t nb, con
     }
 }
 NB_KT_TILES(kt_tiles_q4_k, q4k_kt)
-
 
 /* Small batches (kernels.h, mm_small): the tiles above, every token of a tile of rows at once.
  * Q4_K's tokens in whole groups of 4 take the batch order, the others the GEMV order; Q6_K's all

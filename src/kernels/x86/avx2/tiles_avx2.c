@@ -87,13 +87,7 @@ void nb_avx2_tile_loop_small_kt(const nb_avx2_tile_fn *grp, const void *kt, size
     small_loop(&j, w, ws, nr, y);
 }
 
-void nb_avx2_tile_loop_small2(const nb_avx2_tile_fn *batch, int bmax, const nb_avx2_tile_fn *plain, int pmax,
-                              int64_t nbat, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
-                              int64_t nt, float *y, size_t ldy) {
-    nb_avx2_tile_loop_small_kt(NULL, NULL, 0, 0, batch, bmax, plain, pmax, nbat, n, w, ws, a, as, nr, nt, y, ldy);
-}
-
 void nb_avx2_tile_loop_small(const nb_avx2_tile_fn *tiles, int tmax, int64_t n, const void *w, size_t ws, const void *a,
                              size_t as, int64_t nr, int64_t nt, float *y, size_t ldy) {
-    nb_avx2_tile_loop_small2(tiles, tmax, tiles, tmax, 0, n, w, ws, a, as, nr, nt, y, ldy);
+    nb_avx2_tile_loop_small_kt(NULL, NULL, 0, 0, tiles, tmax, tiles, tmax, 0, n, w, ws, a, as, nr, nt, y, ldy);
 }
