@@ -141,6 +141,10 @@ void nb_avx2_tile_loop_small(const nb_avx2_tile_fn *tiles, int tmax, int64_t n, 
  * against one group, its `a` the group's first block and its outputs the group's 8 tokens; the
  * other tokens below nbat through the tiles of that order (batch, up to bmax tokens each), the
  * rest through plain (pmax). */
+void nb_avx2_tile_loop_small_kt(const nb_avx2_tile_fn *grp, const void *kt, size_t gs, int64_t ng,
+                                const nb_avx2_tile_fn *batch, int bmax, const nb_avx2_tile_fn *plain, int pmax,
+                                int64_t nbat, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
+                                int64_t nt, float *y, size_t ldy);
 /* name[R - 1] (R = 1..4): tiles of R rows against a group of 8 tokens (NB_ACT_Q8_KT) by
  * body(R, nb, w, ws, rs, a, y, ldy), for nb_avx2_tile_loop_small_kt. */
 #define NB_KT_TILE(body, R)                                                                                      \
@@ -152,10 +156,6 @@ void nb_avx2_tile_loop_small(const nb_avx2_tile_fn *tiles, int tmax, int64_t n, 
 #define NB_KT_TILES(name, body)                                                                                  \
     NB_KT_TILE(body, 1) NB_KT_TILE(body, 2) NB_KT_TILE(body, 3) NB_KT_TILE(body, 4)                              \
     static const nb_avx2_tile_fn name[4] = {body##_1, body##_2, body##_3, body##_4};
-void nb_avx2_tile_loop_small_kt(const nb_avx2_tile_fn *grp, const void *kt, size_t gs, int64_t ng,
-                                const nb_avx2_tile_fn *batch, int bmax, const nb_avx2_tile_fn *plain, int pmax,
-                                int64_t nbat, int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
-                                int64_t nt, float *y, size_t ldy);
 /* nb_attn_pv's value rows go to f32 a chunk at a time: elements d .. d+w-1 (d a multiple of
  * NB_ATTN_CHUNK, w <= NB_ATTN_CHUNK: at most one Q8_0 / Q4_0 block) of n rows (vs bytes apart,
  * n <= NB_ATTN_CHUNK_KEYS) decoded exactly to vf, row j's at vf + j * NB_ATTN_CHUNK; the same

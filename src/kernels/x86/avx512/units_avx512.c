@@ -433,9 +433,9 @@ PANELS(mxfp4)
     [NB_TYPE_##t] = {NB_TYPE_Q8_1, mm_##s, NULL, "avx512 " #s " x q8_1", NULL, RT, .mm_small = mm_small_##s,         \
                      .small_max = SMALL_MAX}
 #define QK(t, s, n) [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx512, NULL, "avx512 " n " x q8_K", NULL, RT}
-#define QKB(t, s, n, bmin, bgroup, smax, kt)                                                                    \
+#define QKB(t, s, n, bmin, bgroup, smax)                                                                        \
     [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx512, NULL, "avx512 " n " x q8_K", NULL, RP, NULL,        \
-                     nb_mm_##s##_batch_q8_k_avx512, bmin, bgroup, nb_mm_##s##_small_avx512, smax, kt}
+                     nb_mm_##s##_batch_q8_k_avx512, bmin, bgroup, nb_mm_##s##_small_avx512, smax, 1}
 
 #define FL(t, s)                                                                                                 \
     [NB_TYPE_##t] = {NB_TYPE_F32, nb_mm_##s##_f32_avx512, nb_mm_##s##_f32_avx512, "avx512 " #s " x f32",            \
@@ -454,7 +454,7 @@ const nb_kernel nb_kernels_avx512[NB_KERNEL_TYPES] = {
     [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, nb_mm_q4_k_q8_k_avx512, NULL, "avx512 q4_K x q8_K", NULL, RP, NULL,
                       nb_mm_q4_k_batch_q8_k_avx512, 4, 4, nb_mm_q4_k_small_kt_avx512, 15, 1},
     QK(Q5_K, q5_k, "q5_K"),
-    QKB(Q6_K, q6_k, "q6_K", 8, 1, 16, 1), FL(F32, f32), FL(BF16, bf16),
+    QKB(Q6_K, q6_k, "q6_K", 8, 1, 16), FL(F32, f32), FL(BF16, bf16),
     [NB_TYPE_F16] = {NB_TYPE_F32, nb_mm_f16_f32_avx512, nb_mm_f16_f32_avx512, "avx512 f16 x f32", "avx512 f16 x f32", RT,
                      nb_mm_f16_vec_f32_avx512, .mm_small = nb_mm_f16_small_f32_avx512, .small_max = SMALL_MAX},
 };
