@@ -159,14 +159,15 @@ TEST(avx512_gemm_panels_match_reference) {
 /* NB_ROUTE_BLOCK (kernels.h): every set equals the reference's block order bit for bit from its
  * block_min (Q4_0, Q5_0, Q8_0: 8 to 15 tokens in AVX-512's row lanes and AVX2's token lanes, one
  * and two groups of 8, over one and several chunks of units, a whole and a partial tile of rows;
- * NVFP4 and all: the panels from NB_BLOCK_MIN, rows over several panel chunks and more tokens than
- * a panel keeps), and below it the quantized route's; the types with a block order take it (the
+ * 16 to 63 in AVX-512's row lanes by groups of tokens (31: three uneven ones, 63: the last count
+ * before its panels); NVFP4 and all: the panels from NB_BLOCK_MIN, rows over several panel chunks
+ * and more tokens than a panel keeps), and below it the quantized route's; the types with a block order take it (the
  * kernel's name says so, and it differs from llama.cpp's order somewhere in 13 x 71 and 13 x 8
  * random products). */
 TEST(block_route_matches_reference) {
     if (nb_isa_best() < NB_ISA_AVX2) SKIP("no AVX2");
     static const int64_t toks[] = {1, NB_BLOCK_MIN_SMALL - 1, NB_BLOCK_MIN_SMALL, 9, 12, NB_BLOCK_MIN - 1,
-                                   NB_BLOCK_MIN, PANEL_TOKENS};
+                                   NB_BLOCK_MIN, 31, 63, PANEL_TOKENS};
     const int ntoks = (int)(sizeof toks / sizeof toks[0]);
     for (int ti = 0; ti < ntypes; ti++) {
         if (!is_block_type(types[ti])) continue;

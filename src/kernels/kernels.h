@@ -101,9 +101,10 @@ typedef struct nb_kernel {
 } nb_kernel;
 /* block_min of every set (the reference's block order must start where the SIMD sets' does, for
  * the sets to agree): NVFP4 from the tokens where the AVX2 panels run; Q4_0, Q5_0 and Q8_0 from 8
- * tokens, their batches below NB_BLOCK_MIN taking AVX-512's row lanes (x86/avx512/panels_avx512.c)
- * or AVX2's token lanes (x86/avx2/tlanes.h), whose cost per row and unit does not shrink with fewer
- * tokens: below 8 the 8-lane tiles are faster */
+ * tokens, their batches below NB_BLOCK_MIN taking AVX-512's row lanes (x86/avx512/panels_avx512.c,
+ * which also run groups of such batches up to its RL_MAX) or AVX2's token lanes (x86/avx2/tlanes.h),
+ * whose cost per row and unit does not shrink with fewer tokens: below 8 the 8-lane tiles are
+ * faster */
 #define NB_BLOCK_MIN 16
 #define NB_BLOCK_MIN_SMALL 8
 

@@ -6,8 +6,8 @@
  *    in its nibble order; MXFP4's own order) on 16-row panels: per 4 weights, 16 rows and token
  *    one vpdpbusd that broadcasts the token's 4 bytes itself, where AVX2 takes a broadcast,
  *    vpmaddubsw and a word add for 8 rows;
- *  - below NB_BLOCK_MIN tokens, the same sums with the 16 rows decoded and transposed in
- *    registers per unit (the row lanes, rl_tile), with no panel in memory;
+ *  - below RL_MAX tokens, the same sums with the 16 rows decoded and transposed in registers per
+ *    unit (the row lanes, rl_tile), with no panel in memory;
  *  - llama.cpp's 8-lane order of Q4_0, Q5_0 and Q8_0 on 8-row panels whose registers hold two
  *    lanes each (zpanel below).
  * Q8_0 is read as codes + 128 (dword sums cannot overflow), so it needs no sign trick. The sums are
@@ -226,23 +226,44 @@ static inline __attribute__((always_inline)) void rl_gemm(dec_fn dec, int ub, in
     }
 }
 
-/* NB_ROUTE_BLOCK's kernel of type ty: the row lanes from NB_BLOCK_MIN_SMALL to NB_BLOCK_MIN - 1
- * tokens (a case per count, so that each token's sums stay in a register), the panels otherwise. */
-#define RL_CASE(T) \
-    case T: rl_gemm(dec, ub, nsh, T, n, w, ws, a, as, nr, y, ldy); break;
-static inline __attribute__((always_inline)) void rl_block(dec_fn dec, int ub, int nsh, nb_mm_fn panels, int64_t n,
-                                                           const void *w, size_t ws, const void *a, size_t as,
-                                                           int64_t nr, int64_t nt, float *y, size_t ldy) {
-    _Static_assert(NB_BLOCK_MIN_SMALL == 8 && NB_BLOCK_MIN == 16, "rl_block's cases are 8..15 tokens");
-    switch (nt) {
-    RL_CASE(8) RL_CASE(9) RL_CASE(10) RL_CASE(11) RL_CASE(12) RL_CASE(13) RL_CASE(14) RL_CASE(15)
-    default: panels(n, w, ws, a, as, nr, nt, y, ldy);
+/* NB_ROUTE_BLOCK's kernel of type ty: the row lanes from NB_BLOCK_MIN_SMALL to RL_MAX - 1 tokens,
+ * the panels from RL_MAX. The row lanes are a function per token count up to 15 (rl_<ty>[T - 8]),
+ * so that each token's sums stay in a register and each count's register allocation is its own.
+ * From NB_BLOCK_MIN tokens they run near-equal groups of 8 to 15 tokens, each decoding the rows
+ * again: matmul.c hands such products over in chunks of rows that stay in L2 (NB_PANEL_BYTES),
+ * and below RL_MAX tokens this costs less than a panel's stores and reloads (docs/BENCHMARKS.md,
+ * "Row lanes past 16 tokens"). */
+#define RL_MAX 64
+static inline __attribute__((always_inline)) void rl_block(const nb_mm_fn rl[NB_BLOCK_MIN - NB_BLOCK_MIN_SMALL],
+                                                           nb_mm_fn panels, int64_t n, const void *w, size_t ws,
+                                                           const void *a, size_t as, int64_t nr, int64_t nt, float *y,
+                                                           size_t ldy) {
+    if (nt >= RL_MAX) {
+        panels(n, w, ws, a, as, nr, nt, y, ldy);
+        return;
+    }
+    const int64_t ng = (nt + NB_BLOCK_MIN - 2) / (NB_BLOCK_MIN - 1);
+    for (int64_t g = 0, t0 = 0, tn; g < ng; g++, t0 += tn) {
+        tn = (nt - t0) / (ng - g);
+        rl[tn - NB_BLOCK_MIN_SMALL](n, w, ws, (const uint8_t *)a + (size_t)t0 * as, as, nr, tn, y + (size_t)t0 * ldy,
+                                   ldy);
     }
 }
+#define RL_COUNT(ty, dec, nsh, T)                                                                                \
+    static __attribute__((noinline)) void rl_##ty##_##T(int64_t n, const void *w, size_t ws, const void *a,     \
+                                                       size_t as, int64_t nr, int64_t nt, float *y, size_t ldy) { \
+        (void)nt;                                                                                                \
+        rl_gemm(dec, (int)sizeof(nb_block_##ty), nsh, T, n, w, ws, a, as, nr, y, ldy);                           \
+    }
 #define RL_KERNEL(ty, dec, nsh)                                                                                 \
+    RL_COUNT(ty, dec, nsh, 8) RL_COUNT(ty, dec, nsh, 9) RL_COUNT(ty, dec, nsh, 10) RL_COUNT(ty, dec, nsh, 11)   \
+    RL_COUNT(ty, dec, nsh, 12) RL_COUNT(ty, dec, nsh, 13) RL_COUNT(ty, dec, nsh, 14) RL_COUNT(ty, dec, nsh, 15) \
+    static const nb_mm_fn rl_##ty[] = {rl_##ty##_8,  rl_##ty##_9,  rl_##ty##_10, rl_##ty##_11,                   \
+                                       rl_##ty##_12, rl_##ty##_13, rl_##ty##_14, rl_##ty##_15};                  \
+    _Static_assert(sizeof rl_##ty / sizeof rl_##ty[0] == NB_BLOCK_MIN - NB_BLOCK_MIN_SMALL, "a function per count"); \
     void nb_mm_##ty##_block_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,  \
                                    int64_t nt, float *y, size_t ldy) {                                         \
-        rl_block(dec, (int)sizeof(nb_block_##ty), nsh, panel_##ty##_block, n, w, ws, a, as, nr, nt, y, ldy);   \
+        rl_block(rl_##ty, panel_##ty##_block, n, w, ws, a, as, nr, nt, y, ldy);                                \
     }
 RL_KERNEL(q4_0, dec_q4_0u, q4_0_nsh)
 RL_KERNEL(q5_0, dec_q5_0u, q5_0_nsh)
