@@ -708,6 +708,53 @@ TEST(swiglu_sets_match_reference) {
         }
 }
 
+/* RMS norm: every set gives the reference's bits for 1 to 19 rows (whole and partial groups of
+ * 8, and of 4 within them), row lengths off the 4s and 8s, values from 1e-15 to 1e15 in one row,
+ * in place and not; outputs start as NaN. The reference is x / sqrt(mean(x^2) + eps) * w to a few
+ * ulps. (The order of a row's double sum hardly ever reaches the float result: 300,000 random rows
+ * of mixed magnitudes showed no difference between element order and pairs swapped, so the sets
+ * keep element order by construction, each row in one lane; a swapped product of scale and
+ * weight fails here.) */
+TEST(rmsnorm_sets_match_reference) {
+    enum { R = 19, N = 261 };
+    static float x[R * N], w[N], ya[R * N], yb[R * N];
+    static const int lens[] = {1, 3, 4, 7, 8, 64, 255, 261};
+    uint32_t s = 99;
+    for (int li = 0; li < (int)(sizeof lens / sizeof lens[0]); li++)
+        for (int rows = 1; rows <= R; rows++) {
+            const int n = lens[li];
+            for (int i = 0; i < rows * n; i++) {
+                s = s * 1664525u + 1013904223u;
+                const float mag = rows % 3 ? 4.0f : powf(10.0f, (float)((int)(s >> 24) % 31 - 15));
+                x[i] = ((float)(int32_t)s / 2147483648.0f) * mag;
+            }
+            for (int i = 0; i < n; i++) w[i] = 0.5f + (float)((s >> (i % 16)) & 255) / 128.0f;
+            const float eps = rows % 2 ? 1e-6f : 1e-5f;
+            for (int i = 0; i < rows * n; i++) ya[i] = NAN;
+            nb_act_get(NB_ISA_REF)->rmsnorm(ya, x, w, rows, n, eps);
+            for (int isa = NB_ISA_AVX2; isa <= (int)nb_isa_best(); isa++)
+                for (int inplace = 0; inplace < 2; inplace++) {
+                    if (inplace)
+                        memcpy(yb, x, sizeof(float) * (size_t)(rows * n));
+                    else
+                        for (int i = 0; i < rows * n; i++) yb[i] = NAN;
+                    nb_act_get((nb_isa)isa)->rmsnorm(yb, inplace ? yb : x, w, rows, n, eps);
+                    CHECK(!memcmp(ya, yb, sizeof(float) * (size_t)(rows * n)), "%s rmsnorm differs (%d rows of %d%s)",
+                          nb_isa_name((nb_isa)isa), rows, n, inplace ? ", in place" : "");
+                }
+            for (int r = 0; r < rows; r++) {
+                double ss = 0;
+                for (int i = 0; i < n; i++) ss += (double)x[r * n + i] * x[r * n + i];
+                const double sc = 1.0 / sqrt(ss / n + eps);
+                for (int i = 0; i < n; i++) {
+                    const double e = x[r * n + i] * sc * w[i];
+                    CHECK(fabs(ya[r * n + i] - e) <= 8 * 0x1p-24 * fabs(e) + 0x1p-140, "rmsnorm row %d of %d, [%d]: %.9g, "
+                          "exact %.9g", r, n, i, (double)ya[r * n + i], e);
+                }
+            }
+        }
+}
+
 /* RoPE's rotation: every set gives the reference's bits (NEOX and NORM pairs, partial rotation
  * n_rot < D leaving the rest alone, several heads), and the reference is the rotation to a few
  * ulps of each value's size (a*c - b*s with one product fused). */
@@ -775,6 +822,7 @@ int main(void) {
     RUN(softmax_exp_sets_match_reference);
     RUN(vec_max_and_scale_sets);
     RUN(swiglu_sets_match_reference);
+    RUN(rmsnorm_sets_match_reference);
     RUN(rope_sets_match_reference);
     return test_summary();
 }

@@ -48,6 +48,11 @@ void nb_vec_scale(float *x, int64_t n, float a);
  * looked up by the input's fp16 value in a table of fp16 results, inputs beyond +-10 bypassing
  * it (ggml's GELU table, built once, equal to libggml-cpu's in all 65536 entries). */
 void nb_swiglu(float *g, const float *u, int64_t n);
+/* RMS norm of `rows` rows of n floats (row r at x + r * n) into y, which may be x: y = (x * scale)
+ * * w, scale = 1 / sqrtf((float)(sum / n) + eps), sum the squares (each rounded to float) added in
+ * double in element order, as llama.cpp's rms_norm and its product with the weight. Every set
+ * gives the same bits (tested). */
+void nb_rmsnorm(float *y, const float *x, const float *w, int rows, int n, float eps);
 /* RoPE's rotation of the first n_rot elements of each of `heads` heads (D floats apart) at x, by
  * the angles of one position (cs[2i] = cos, cs[2i+1] = sin of pair i, any magnitude included):
  * element a pairs with b = a + n_rot/2 (neox) or a + 1, each rotated value with its first

@@ -138,6 +138,7 @@ typedef struct nb_act_set {
     float (*vec_max)(const float *x, int64_t n);                          /* nb_vec_max */
     void (*vec_scale)(float *x, int64_t n, float a);                      /* nb_vec_scale */
     void (*swiglu)(float *g, const float *u, int64_t n);                  /* nb_swiglu */
+    void (*rmsnorm)(float *y, const float *x, const float *w, int rows, int n, float eps); /* nb_rmsnorm */
     void (*attn_pv)(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows,
                     float *acc);                                          /* nb_attn_pv */
     void (*attn_qk)(int ktype, const void *k, size_t ks, int nk, int D, const float *qp, int rows, float *s,

@@ -35,32 +35,6 @@
 
 /* ------------------------------------------------------------ small ops */
 
-/* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for `rows` rows of n, as ggml: squares summed in
- * double in element order, the scale applied before the weight. Each sum is one chain of
- * dependent adds, so 4 rows' chains run side by side, in registers (the same bits per row, a
- * quarter of the latency; a group of fewer rows repeats its last one). y may be x. */
-static void rmsnorm_rows(float *y, const float *x, const float *w, int rows, int n, float eps) {
-    for (int r0 = 0; r0 < rows; r0 += 4) {
-        const int nr = rows - r0 < 4 ? rows - r0 : 4;
-        const float *v[4];
-        for (int j = 0; j < 4; j++) v[j] = x + (size_t)(r0 + (j < nr ? j : nr - 1)) * n;
-        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (int i = 0; i < n; i++) {
-            s0 += (double)(v[0][i] * v[0][i]);
-            s1 += (double)(v[1][i] * v[1][i]);
-            s2 += (double)(v[2][i] * v[2][i]);
-            s3 += (double)(v[3][i] * v[3][i]);
-        }
-        const double sum[4] = {s0, s1, s2, s3};
-        for (int j = 0; j < nr; j++) {
-            const float scale = 1.0f / sqrtf((float)(sum[j] / n) + eps);
-            const float *xr = x + (size_t)(r0 + j) * n;
-            float *yr = y + (size_t)(r0 + j) * n;
-            for (int i = 0; i < n; i++) yr[i] = (xr[i] * scale) * w[i];
-        }
-    }
-}
-
 /* How a layer rotates (qk_prepare fills it per layer). */
 typedef struct rope_par {
     int n_rot;
@@ -403,8 +377,8 @@ static void qk_prepare(void *arg, int64_t t0, int64_t t1) {
         float *q = b->a->q + t * HQ * D, *k = b->a->k + t * HK * D, *v = b->a->v + t * HK * D;
         r.ff = c->long_rope ? L->rope_long : L->rope_factors;
         rope_angles(cs, &r, pos);
-        if (L->q_norm) rmsnorm_rows(q, q, L->q_norm, HQ, D, in->rms_eps);
-        if (L->k_norm) rmsnorm_rows(k, k, L->k_norm, HK, D, in->rms_eps);
+        if (L->q_norm) nb_rmsnorm(q, q, L->q_norm, HQ, D, in->rms_eps);
+        if (L->k_norm) nb_rmsnorm(k, k, L->k_norm, HK, D, in->rms_eps);
         nb_rope(q, HQ, D, in->n_rot, cs, a->rope == NB_ROPE_NEOX);
         nb_rope(k, HK, D, in->n_rot, cs, a->rope == NB_ROPE_NEOX);
         for (int i = 0; a->q_prescale && i < HQ * D; i++) q[i] *= a->attn_scale;
@@ -791,7 +765,7 @@ enum { ROWS_POOL_MIN = 16 }; /* rows from which the pool takes them */
 static void rows_task(void *arg, int64_t t0, int64_t t1) {
     const rows_job *j = arg;
     const size_t off = (size_t)t0 * (size_t)j->n, end = (size_t)t1 * (size_t)j->n;
-    if (j->w) rmsnorm_rows(j->y + off, j->x + off, j->w, (int)(t1 - t0), j->n, j->eps);
+    if (j->w) nb_rmsnorm(j->y + off, j->x + off, j->w, (int)(t1 - t0), j->n, j->eps);
     for (size_t i = off; j->sum && i < end; i++) j->sum[i] += j->y[i];
 }
 
@@ -901,7 +875,7 @@ static nb_status batch_forward(nb_ctx *c, seq *sv, int n_seq, float *logits) {
         sv[i].c->pos += sv[i].n;
         if (!logits || sv[i].first >= sv[i].n) continue;
         const int k = sv[i].n - sv[i].first;
-        rmsnorm_rows(c->h + (size_t)nl * E, c->x + (size_t)(sv[i].row0 + sv[i].first) * E, m->output_norm, k, E, in->rms_eps);
+        nb_rmsnorm(c->h + (size_t)nl * E, c->x + (size_t)(sv[i].row0 + sv[i].first) * E, m->output_norm, k, E, in->rms_eps);
         nl += k;
     }
     if (!nl) return NB_OK;

@@ -133,7 +133,18 @@ static void swiglu_ref(float *g, const float *u, int64_t n) {
     }
 }
 
+static void rmsnorm_ref(float *y, const float *x, const float *w, int rows, int n, float eps) {
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * (size_t)n;
+        float *yr = y + (size_t)r * (size_t)n;
+        double sum = 0;
+        for (int i = 0; i < n; i++) sum += (double)(xr[i] * xr[i]);
+        const float scale = 1.0f / sqrtf((float)(sum / n) + eps);
+        for (int i = 0; i < n; i++) yr[i] = (xr[i] * scale) * w[i];
+    }
+}
+
 const nb_act_set nb_act_ref = {nb_act_q8_0_ref, nb_q8_k_quantize_ref, act_q8_0x_ref,  nb_act_q8_1_ref,
                                round_f16_ref,   to_f16_ref,           softmax_exp_ref, vec_max_ref,
-                               vec_scale_ref,   swiglu_ref,           nb_attn_pv_ref,  nb_attn_qk_ref,
-                               nb_rope_body,    "ref"};
+                               vec_scale_ref,   swiglu_ref,           rmsnorm_ref,     nb_attn_pv_ref,
+                               nb_attn_qk_ref,  nb_rope_body,         "ref"};

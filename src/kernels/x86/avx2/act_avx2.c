@@ -235,12 +235,55 @@ static void swiglu_avx2(float *g, const float *u, int64_t n) {
     for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+/* The sums of squares of rows v[0..4G-1] (G = 1 or 2) over their whole 4s of elements, into
+ * s[0..4G-1]: each row's in its own lane of one double chain per 4 rows, in element order (4
+ * elements of 4 rows transposed, lane r of c[k] row r's element i + k, squared in float, widened
+ * and added). Returns where the 4s end. */
+static inline __attribute__((always_inline)) int squares4(const float *const v[8], int G, int n, double s[8]) {
+    __m256d acc[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+    int i = 0;
+    for (; i + 4 <= n; i += 4)
+        #pragma GCC unroll 2
+        for (int g = 0; g < G; g++) {
+            __m128 c[4];
+            #pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) c[r] = _mm_loadu_ps(v[4 * g + r] + i);
+            _MM_TRANSPOSE4_PS(c[0], c[1], c[2], c[3]);
+            #pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) acc[g] = _mm256_add_pd(acc[g], _mm256_cvtps_pd(_mm_mul_ps(c[k], c[k])));
+        }
+    for (int g = 0; g < G; g++) _mm256_storeu_pd(s + 4 * g, acc[g]);
+    return i;
+}
+
+/* Groups of 8 rows (a group of fewer repeats its last row): the sums as squares4 gives them, each
+ * row's last n % 4 squares added after, then each row scaled 8 elements at a time. */
+static void rmsnorm_avx2(float *y, const float *x, const float *w, int rows, int n, float eps) {
+    for (int r0 = 0; r0 < rows; r0 += 8) {
+        const int nr = rows - r0 < 8 ? rows - r0 : 8;
+        const float *v[8];
+        for (int j = 0; j < 8; j++) v[j] = x + (size_t)(r0 + (j < nr ? j : nr - 1)) * (size_t)n;
+        double s[8];
+        const int i4 = nr > 4 ? squares4(v, 2, n, s) : squares4(v, 1, n, s);
+        for (int j = 0; j < nr; j++) {
+            for (int i = i4; i < n; i++) s[j] += (double)(v[j][i] * v[j][i]);
+            const float scale = 1.0f / sqrtf((float)(s[j] / n) + eps);
+            const __m256 sv = _mm256_set1_ps(scale);
+            float *yr = y + (size_t)(r0 + j) * (size_t)n;
+            int i = 0;
+            for (; i + 8 <= n; i += 8)
+                _mm256_storeu_ps(yr + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(v[j] + i), sv), _mm256_loadu_ps(w + i)));
+            for (; i < n; i++) yr[i] = (v[j][i] * scale) * w[i];
+        }
+    }
+}
+
 const nb_act_set nb_act_avx2 = {act_q8_0_avx2,    act_q8_k_avx2,  act_q8_0x_avx2,  act_q8_1_avx2,
                                 round_f16_avx2,   to_f16_avx2,    softmax_exp_avx2, vec_max_avx2,
-                                vec_scale_avx2,   swiglu_avx2,    nb_attn_pv_avx2, nb_attn_qk_avx2,
-                                nb_rope_body,     "avx2"};
+                                vec_scale_avx2,   swiglu_avx2,    rmsnorm_avx2,    nb_attn_pv_avx2,
+                                nb_attn_qk_avx2,  nb_rope_body,   "avx2"};
 /* The AVX-512 set's: the same with its own value sums and scores (x86/avx512/attn_avx512.c). */
 const nb_act_set nb_act_avx512 = {act_q8_0_avx2,    act_q8_k_avx2,  act_q8_0x_avx2,    act_q8_1_avx2,
                                   round_f16_avx2,   to_f16_avx2,    softmax_exp_avx2,  vec_max_avx2,
-                                  vec_scale_avx2,   swiglu_avx2,    nb_attn_pv_avx512, nb_attn_qk_avx512,
-                                  nb_rope_body,     "avx512"};
+                                  vec_scale_avx2,   swiglu_avx2,    rmsnorm_avx2,      nb_attn_pv_avx512,
+                                  nb_attn_qk_avx512, nb_rope_body,  "avx512"};
