@@ -131,8 +131,8 @@ void nb_avx2_tile_loop(const nb_avx2_tile_fn *tiles, int tmax, int64_t n, const 
  * through the tile loop. */
 void nb_avx2_gemv8_loop(nb_avx2_tile_fn gemv8, const nb_avx2_tile_fn *tiles, int tmax, int64_t n, const void *w,
                         size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
-/* The same for a small batch (nt > 1, kernels.h's mm_small): rows by quarters from 16 rows (up to 8
- * tokens; tiles_avx2.c), and each tile of rows meets every token, its token tiles one after
+/* The same for a small batch (nt > 1, kernels.h's mm_small): rows by quarters from 16 rows
+ * (tiles_avx2.c), and each tile of rows meets every token, its token tiles one after
  * another, so that the weights come from memory once and from L1 for the tiles after the first. */
 void nb_avx2_tile_loop_small(const nb_avx2_tile_fn *tiles, int tmax, int64_t n, const void *w, size_t ws, const void *a,
                              size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);

@@ -62,14 +62,12 @@ static void rows_all_tokens(const small_job *j, int rr, const uint8_t *w, size_t
     rows_tokens(j->plain, j->pmax, rr, j->n, w, ws, rs, j->a, j->as, j->nbat, j->nt, y, j->ldy);
 }
 
-/* Tokens up to which a small batch takes the rows by quarters. With more, a tile of rows is slow
- * enough for one memory stream, and the quarters' output writes (4 x tokens partial cache lines at
- * once) cost more: 262144 x 640 Q8_0 at 16 tokens, 1 thread, 3.2 GB/s by quarters, 4.2 by
- * neighbouring rows (12 tokens: the same either way). */
-#define SMALL_QUARTERS_MAX 8
-
+/* A small batch takes the rows by quarters, as a GEMV does (4 memory streams): against
+ * neighbouring rows (one stream) 1.1-1.8x at 9 to 15 tokens for Q4_K (AVX-512) and Q8_0 (both sets),
+ * about even for Q6_K and Q5_0, at worst 0.93x (Q5_0, 262144 x 640); docs/BENCHMARKS.md, "Small
+ * batches by quarters". */
 static void small_loop(const small_job *j, const uint8_t *w, size_t ws, int64_t nr, float *y) {
-    if (nr >= 16 && j->nt <= SMALL_QUARTERS_MAX) {
+    if (nr >= 16) {
         const int64_t q = nr / 4;
         for (int64_t r = 0; r < q; r++) rows_all_tokens(j, 4, w + (size_t)r * ws, ws, (size_t)q, y + r);
         w += (size_t)(4 * q) * ws;
