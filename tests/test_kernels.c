@@ -207,18 +207,19 @@ TEST(avx512_matches_reference) {
 }
 
 /* Small batches (kernels.h, mm_small: 2 to 16 tokens in one call, a thread's rows in one piece):
- * every token count from 1 to 16 against the reference, bit for bit on the integer routes, with
- * row counts that take the quarters (37 = 4 x 9 + 1, 18 = 4 x 4 + 2) or only tiles (5, 3), and
- * rows of one block, a few and many; the K-quants' batch orders start at 4 (Q4_K, whole groups
- * of 4) and 8 (Q6_K) tokens, so every split of a call between the two orders is met. Outputs are
- * prefilled with NaN (compare_isa). */
+ * every token count from 1 to 16, and 17 and 24 (the panels), against the reference, bit for bit
+ * on the integer routes, with row counts that take the quarters (37 = 4 x 9 + 1, 18 = 4 x 4 +
+ * 2) or only tiles (5, 3), and rows of one block, a few and many; the K-quants' batch orders
+ * start at 4 (Q4_K, whole groups of 4) and 8 (Q6_K) tokens, so every split of a call between the
+ * two orders is met. Outputs are prefilled with NaN (compare_isa). */
 static void small_batches_isa(nb_isa isa) {
     static const int64_t rows[] = {37, 18, 5, 3};
     for (int ti = 0; ti < ntypes; ti++) {
         int64_t n_in[3];
         shapes(types[ti], n_in);
         for (int ri = 0; ri < 4; ri++)
-            for (int nt = 1; nt <= 16; nt++) {
+            for (int nt = 1; nt <= 24; nt++) {
+                if (nt > 16 && nt != 17 && nt != 24) continue;
                 /* the long rows with every token count on the quarters' shapes, the others at a few */
                 const int si = ri < 2 ? (nt % 3 == 0 ? 2 : nt % 3 == 1 ? 1 : 0) : (nt % 2 ? 0 : 1);
                 if (ri >= 2 && nt % 5 && nt != 16) continue;

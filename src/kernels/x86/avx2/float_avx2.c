@@ -85,9 +85,11 @@ BLOCKS_F32(q6_k, Q6_K)
     [NB_TYPE_##t] = {NB_TYPE_Q8_1, nb_mm_##s##_q8_1_avx2, mmf_##s, "avx2 " #s " x q8_1", "avx2 " #s " x f32", 4,      \
                      .mm_small = nb_mm_##s##_small_avx2, .small_max = SMALL_MAX}
 #define QK(t, s, n, f, r) [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx2, f, "avx2 " n " x q8_K", "avx2 " n " x f32", r}
+/* K-quants with a batch order: mm_small up to 16 tokens, whose two groups of 8 in the token-lane
+ * tiles (small_kt) read 1.0-1.5x the panels' speed (docs/BENCHMARKS.md, stop 40) */
 #define QKB(t, s, n, f, r, bmin, bgroup)                                                                         \
     [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx2, f, "avx2 " n " x q8_K", "avx2 " n " x f32", r, NULL, \
-                     nb_mm_##s##_batch_q8_k_avx2, bmin, bgroup, nb_mm_##s##_small_avx2, SMALL_MAX, 1}
+                     nb_mm_##s##_batch_q8_k_avx2, bmin, bgroup, nb_mm_##s##_small_avx2, 16, 1}
 #define FL(t, s)                                                                                                  \
     [NB_TYPE_##t] = {NB_TYPE_F32, nb_mm_##s##_f32_avx2, nb_mm_##s##_f32_avx2, "avx2 " #s " x f32", "avx2 " #s " x f32", 4, \
                      .mm_small = nb_mm_##s##_small_f32_avx2, .small_max = 16}
