@@ -76,10 +76,12 @@ BLOCKS_F32(q6_k, Q6_K)
 #define Q8(t, s, f, r, act)                                                                                       \
     [NB_TYPE_##t] = {act, nb_mm_##s##_q8_0_avx2, f, "avx2 " #s " x q8_0", "avx2 " #s " x f32", r,                 \
                      .mm_small = nb_mm_##s##_small_avx2, .small_max = SMALL_MAX}
-/* with NB_ROUTE_BLOCK's kernel from bmin tokens (kernels.h), against activations bact */
-#define Q8B(t, s, f, r, act, bact, bmin)                                                                          \
+/* with NB_ROUTE_BLOCK's kernel from bmin tokens (kernels.h), against activations bact, and mm_small
+ * up to smax tokens: Q4_0's and Q8_0's small batches read 1.06-1.37x the panels' speed at 16-24
+ * tokens, Q5_0's 0.81-1.08x, NVFP4's 0.80-1.11x (docs/BENCHMARKS.md, stop 40) */
+#define Q8B(t, s, f, r, act, bact, bmin, smax)                                                                    \
     [NB_TYPE_##t] = {act, nb_mm_##s##_q8_0_avx2, f, "avx2 " #s " x q8_0", "avx2 " #s " x f32", r,                 \
-                     .mm_small = nb_mm_##s##_small_avx2, .small_max = SMALL_MAX, .mm_block = nb_mm_##s##_block_avx2, \
+                     .mm_small = nb_mm_##s##_small_avx2, .small_max = smax, .mm_block = nb_mm_##s##_block_avx2,   \
                      .block_min = bmin, .block_act = bact, .name_block = "avx2 " #s " x q8_0 (block)"}
 #define Q81(t, s)                                                                                                 \
     [NB_TYPE_##t] = {NB_TYPE_Q8_1, nb_mm_##s##_q8_1_avx2, mmf_##s, "avx2 " #s " x q8_1", "avx2 " #s " x f32", 4,      \
@@ -95,11 +97,11 @@ BLOCKS_F32(q6_k, Q6_K)
                      .mm_small = nb_mm_##s##_small_f32_avx2, .small_max = 16}
 
 const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES] = {
-    Q8B(Q4_0, q4_0, mmf_q4_0, 8, NB_ACT_Q8_0X, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL),
-    Q8B(Q5_0, q5_0, mmf_q5_0, 8, NB_ACT_Q8_0X, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL),
-    Q8B(Q8_0, q8_0, mmf_q8_0, 8, NB_TYPE_Q8_0, NB_TYPE_Q8_0, NB_BLOCK_MIN_SMALL),
+    Q8B(Q4_0, q4_0, mmf_q4_0, 8, NB_ACT_Q8_0X, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL, 24),
+    Q8B(Q5_0, q5_0, mmf_q5_0, 8, NB_ACT_Q8_0X, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL, SMALL_MAX),
+    Q8B(Q8_0, q8_0, mmf_q8_0, 8, NB_TYPE_Q8_0, NB_TYPE_Q8_0, NB_BLOCK_MIN_SMALL, 24),
     Q8(MXFP4, mxfp4, mmf_mxfp4, 8, NB_ACT_Q8_0X_MX),
-    Q8B(NVFP4, nvfp4, mmf_nvfp4, 8, NB_ACT_Q8_0X_NV, NB_ACT_Q8_0X_NV, NB_BLOCK_MIN),
+    Q8B(NVFP4, nvfp4, mmf_nvfp4, 8, NB_ACT_Q8_0X_NV, NB_ACT_Q8_0X_NV, NB_BLOCK_MIN, SMALL_MAX),
     Q81(Q4_1, q4_1),
     Q81(Q5_1, q5_1),
     QKB(Q4_K, q4_k, "q4_K", mmf_q4_k, 8, 4, 4),
