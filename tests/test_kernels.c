@@ -709,6 +709,38 @@ TEST(swiglu_sets_match_reference) {
         }
 }
 
+/* GELU-gated rows: every set gives the reference's bits on lengths off the 8s and across the
+ * 256-element chunks, inputs out to +-12 (both bypasses) and NaN; the reference looks x up by its
+ * fp16 bits, and passes x (x >= 10) or 0 (x <= -10). */
+TEST(geglu_sets_match_reference) {
+    enum { N = 531 };
+    static float g[N], u[N], ya[N], yb[N];
+    const float *t = nb_gelu_table();
+    uint32_t s = 5151;
+    for (int n = 1; n <= N; n += n < 20 ? 1 : 37)
+        for (int round = 0; round < 3; round++) {
+            for (int i = 0; i < n; i++) {
+                s = s * 1664525u + 1013904223u;
+                g[i] = (float)(int32_t)s / 2147483648.0f * (round ? 12.0f : 3.0f);
+                if (round == 2 && s % 17 == 0) g[i] = NAN;
+                u[i] = (float)(s >> 8) / 16777216.0f - 0.5f;
+            }
+            memcpy(ya, g, sizeof(float) * (size_t)n);
+            nb_act_get(NB_ISA_REF)->geglu(ya, u, n);
+            for (int isa = NB_ISA_AVX2; isa <= (int)nb_isa_best(); isa++) {
+                memcpy(yb, g, sizeof(float) * (size_t)n);
+                nb_act_get((nb_isa)isa)->geglu(yb, u, n);
+                CHECK(!memcmp(ya, yb, sizeof(float) * (size_t)n), "%s geglu differs (n %d, round %d)",
+                      nb_isa_name((nb_isa)isa), n, round);
+            }
+            for (int i = 0; i < n; i++) {
+                const float x = g[i], e = (x <= -10.0f ? 0.0f : x >= 10.0f ? x : t[nb_fp32_to_fp16(x)]) * u[i];
+                CHECK(!memcmp(&ya[i], &e, sizeof e) || (isnan(ya[i]) && isnan(e)), "geglu(%g) * %g: %g, want %g",
+                      (double)x, (double)u[i], (double)ya[i], (double)e);
+            }
+        }
+}
+
 /* RMS norm: every set gives the reference's bits for 1 to 19 rows (whole and partial groups of
  * 8, and of 4 within them), row lengths off the 4s and 8s, values from 1e-15 to 1e15 in one row,
  * in place and not; outputs start as NaN. The reference is x / sqrt(mean(x^2) + eps) * w to a few
@@ -823,6 +855,7 @@ int main(void) {
     RUN(softmax_exp_sets_match_reference);
     RUN(vec_max_and_scale_sets);
     RUN(swiglu_sets_match_reference);
+    RUN(geglu_sets_match_reference);
     RUN(rmsnorm_sets_match_reference);
     RUN(rope_sets_match_reference);
     return test_summary();

@@ -46,7 +46,8 @@ void nb_vec_scale(float *x, int64_t n, float a);
  * computes them. nb_swiglu: SiLU, x / (1 + e^-x) with ggml's exponential on whole 8s and libm's
  * on the rest (ggml_vec_swiglu_f32); every set gives the same bits (tested). nb_geglu: tanh GELU
  * looked up by the input's fp16 value in a table of fp16 results, inputs beyond +-10 bypassing
- * it (ggml's GELU table, built once, equal to libggml-cpu's in all 65536 entries). */
+ * it (ggml's GELU table, built once, equal to libggml-cpu's in all 65536 entries); every set gives
+ * the same bits (tested). */
 void nb_swiglu(float *g, const float *u, int64_t n);
 /* RMS norm of `rows` rows of n floats (row r at x + r * n) into y, which may be x: y = (x * scale)
  * * w, scale = 1 / sqrtf((float)(sum / n) + eps), sum the squares (each rounded to float) added in

@@ -83,6 +83,7 @@ double nb_softmax_exp(const float *x, float *y, int64_t n, float max) {
 float nb_vec_max(const float *x, int64_t n) { return nb_act_get(nb_isa_active())->vec_max(x, n); }
 void nb_vec_scale(float *x, int64_t n, float a) { nb_act_get(nb_isa_active())->vec_scale(x, n, a); }
 void nb_swiglu(float *g, const float *u, int64_t n) { nb_act_get(nb_isa_active())->swiglu(g, u, n); }
+void nb_geglu(float *g, const float *u, int64_t n) { nb_act_get(nb_isa_active())->geglu(g, u, n); }
 void nb_rmsnorm(float *y, const float *x, const float *w, int rows, int n, float eps) {
     nb_act_get(nb_isa_active())->rmsnorm(y, x, w, rows, n, eps);
 }

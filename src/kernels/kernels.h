@@ -138,6 +138,7 @@ typedef struct nb_act_set {
     float (*vec_max)(const float *x, int64_t n);                          /* nb_vec_max */
     void (*vec_scale)(float *x, int64_t n, float a);                      /* nb_vec_scale */
     void (*swiglu)(float *g, const float *u, int64_t n);                  /* nb_swiglu */
+    void (*geglu)(float *g, const float *u, int64_t n);                   /* nb_geglu */
     void (*rmsnorm)(float *y, const float *x, const float *w, int rows, int n, float eps); /* nb_rmsnorm */
     void (*attn_pv)(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows,
                     float *acc);                                          /* nb_attn_pv */
@@ -161,6 +162,11 @@ static inline void nb_rope_body(float *x, int heads, int D, int n_rot, const flo
 }
 extern const nb_act_set nb_act_ref, nb_act_avx2, nb_act_avx512;
 void nb_act_q8_0_ref(const float *x, void *dst, int64_t n);
+/* GELU's table by fp16 input (glu.c, built on first use), the prefetch of the lines that n inputs'
+ * fp16 bits h look up, and nb_geglu's reference. */
+const float *nb_gelu_table(void);
+void nb_gelu_prefetch(const float *t, const uint16_t *h, int64_t n);
+void nb_geglu_ref(float *g, const float *u, int64_t n);
 /* nb_attn_pv and nb_attn_qk: the references (ref/attn_ref.c), AVX2's (x86/avx2/attn_avx2.c) and
  * AVX-512's (x86/avx512/attn_avx512.c; nb_act_avx512 is AVX2's set with them). */
 #define NB_ATTN_MAX_D 1024 /* the longest head nb_attn_pv and nb_attn_qk take (model.h's NB_MAX_HEAD_DIM) */

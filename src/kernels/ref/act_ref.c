@@ -146,5 +146,5 @@ static void rmsnorm_ref(float *y, const float *x, const float *w, int rows, int 
 
 const nb_act_set nb_act_ref = {nb_act_q8_0_ref, nb_q8_k_quantize_ref, act_q8_0x_ref,  nb_act_q8_1_ref,
                                round_f16_ref,   to_f16_ref,           softmax_exp_ref, vec_max_ref,
-                               vec_scale_ref,   swiglu_ref,           rmsnorm_ref,     nb_attn_pv_ref,
-                               nb_attn_qk_ref,  nb_rope_body,         "ref"};
+                               vec_scale_ref,   swiglu_ref,           nb_geglu_ref,    rmsnorm_ref,
+                               nb_attn_pv_ref,  nb_attn_qk_ref,       nb_rope_body,    "ref"};

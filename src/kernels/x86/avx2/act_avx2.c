@@ -278,12 +278,37 @@ static void rmsnorm_avx2(float *y, const float *x, const float *w, int rows, int
     }
 }
 
+/* nb_geglu_ref's lookups 8 at a time: the fp16 bits by vcvtps2ph (to_f16_avx2's, the reference's
+ * bits), the table's lines asked for a chunk at a time as there, then one gather per 8 and the
+ * +-10 bypasses as blends. */
+static void geglu_avx2(float *g, const float *u, int64_t n) {
+    const float *t = nb_gelu_table();
+    uint16_t h[256];
+    for (int64_t s = 0; s < n; s += 256) {
+        const int64_t c = n - s < 256 ? n - s : 256;
+        to_f16_avx2(g + s, h, c);
+        nb_gelu_prefetch(t, h, c);
+        int64_t k = 0;
+        for (; k + 8 <= c; k += 8) {
+            const __m256 x = _mm256_loadu_ps(g + s + k);
+            const __m256 v = _mm256_i32gather_ps(t, _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(h + k))), 4);
+            const __m256 r = _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-10.0f), _CMP_LE_OQ),
+                                              _mm256_blendv_ps(v, x, _mm256_cmp_ps(x, _mm256_set1_ps(10.0f), _CMP_GE_OQ)));
+            _mm256_storeu_ps(g + s + k, _mm256_mul_ps(r, _mm256_loadu_ps(u + s + k)));
+        }
+        for (; k < c; k++) {
+            const float x = g[s + k];
+            g[s + k] = (x <= -10.0f ? 0.0f : x >= 10.0f ? x : t[h[k]]) * u[s + k];
+        }
+    }
+}
+
 const nb_act_set nb_act_avx2 = {act_q8_0_avx2,    act_q8_k_avx2,  act_q8_0x_avx2,  act_q8_1_avx2,
                                 round_f16_avx2,   to_f16_avx2,    softmax_exp_avx2, vec_max_avx2,
-                                vec_scale_avx2,   swiglu_avx2,    rmsnorm_avx2,    nb_attn_pv_avx2,
-                                nb_attn_qk_avx2,  nb_rope_body,   "avx2"};
+                                vec_scale_avx2,   swiglu_avx2,    geglu_avx2,      rmsnorm_avx2,
+                                nb_attn_pv_avx2,  nb_attn_qk_avx2, nb_rope_body,   "avx2"};
 /* The AVX-512 set's: the same with its own value sums and scores (x86/avx512/attn_avx512.c). */
-const nb_act_set nb_act_avx512 = {act_q8_0_avx2,    act_q8_k_avx2,  act_q8_0x_avx2,    act_q8_1_avx2,
-                                  round_f16_avx2,   to_f16_avx2,    softmax_exp_avx2,  vec_max_avx2,
-                                  vec_scale_avx2,   swiglu_avx2,    rmsnorm_avx2,      nb_attn_pv_avx512,
-                                  nb_attn_qk_avx512, nb_rope_body,  "avx512"};
+const nb_act_set nb_act_avx512 = {act_q8_0_avx2,     act_q8_k_avx2,     act_q8_0x_avx2,   act_q8_1_avx2,
+                                  round_f16_avx2,    to_f16_avx2,       softmax_exp_avx2, vec_max_avx2,
+                                  vec_scale_avx2,    swiglu_avx2,       geglu_avx2,       rmsnorm_avx2,
+                                  nb_attn_pv_avx512, nb_attn_qk_avx512, nb_rope_body,     "avx512"};
