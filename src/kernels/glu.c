@@ -1,11 +1,10 @@
 /*
  * glu.c: the GELU table of the gated FFN activations and nb_geglu's reference (api.h's nb_geglu
- * and nb_swiglu dispatch to the kernel sets). llama.cpp's CPU GELU looks its input up as fp16 in a
- * table of fp16 results;
- * doing the same keeps nibble's logits next to llama.cpp's (measured effect in docs/BENCHMARKS.md,
- * parity section). Its x86 build fuses 1 + 0.044715*x*x into one fma, which decides one entry
- * (x = -1.999): this table equals the one libggml-cpu builds, all 65536 entries (checked against
- * it). Built once per process, on first use.
+ * and nb_swiglu dispatch to the kernel sets). llama.cpp's CPU GELU looks its input up as fp16 in
+ * a table of fp16 results; doing the same keeps nibble's logits next to llama.cpp's (measured
+ * effect in docs/BENCHMARKS.md, parity section). Its x86 build fuses 1 + 0.044715*x*x into one
+ * fma, which decides one entry (x = -1.999): this table equals the one libggml-cpu builds, all
+ * 65536 entries (checked against it). Built once per process, on first use.
  */
 #include <math.h>
 #include <pthread.h>
