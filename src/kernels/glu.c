@@ -42,9 +42,6 @@ void nb_geglu_ref(float *g, const float *u, int64_t n) {
         const int64_t c = n - s < 256 ? n - s : 256;
         for (int64_t k = 0; k < c; k++) h[k] = nb_fp32_to_fp16(g[s + k]);
         nb_gelu_prefetch(t, h, c);
-        for (int64_t k = 0; k < c; k++) {
-            const float x = g[s + k];
-            g[s + k] = (x <= -10.0f ? 0.0f : x >= 10.0f ? x : t[h[k]]) * u[s + k];
-        }
+        for (int64_t k = 0; k < c; k++) g[s + k] = nb_gelu_at(t, g[s + k], h[k]) * u[s + k];
     }
 }

@@ -163,7 +163,11 @@ static inline void nb_rope_body(float *x, int heads, int D, int n_rot, const flo
 extern const nb_act_set nb_act_ref, nb_act_avx2, nb_act_avx512;
 void nb_act_q8_0_ref(const float *x, void *dst, int64_t n);
 /* GELU's table by fp16 input (glu.c, built on first use), the prefetch of the lines that n inputs'
- * fp16 bits h look up, and nb_geglu's reference. */
+ * fp16 bits h look up, and nb_geglu's reference. nb_gelu_at: GELU of x (fp16 bits h) as ggml's
+ * takes it: the table, x itself from 10 up, 0 from -10 down (NaN: the table). */
+static inline float nb_gelu_at(const float *t, float x, uint16_t h) {
+    return x <= -10.0f ? 0.0f : x >= 10.0f ? x : t[h];
+}
 const float *nb_gelu_table(void);
 void nb_gelu_prefetch(const float *t, const uint16_t *h, int64_t n);
 void nb_geglu_ref(float *g, const float *u, int64_t n);

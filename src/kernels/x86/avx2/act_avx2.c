@@ -296,10 +296,7 @@ static void geglu_avx2(float *g, const float *u, int64_t n) {
                                               _mm256_blendv_ps(v, x, _mm256_cmp_ps(x, _mm256_set1_ps(10.0f), _CMP_GE_OQ)));
             _mm256_storeu_ps(g + s + k, _mm256_mul_ps(r, _mm256_loadu_ps(u + s + k)));
         }
-        for (; k < c; k++) {
-            const float x = g[s + k];
-            g[s + k] = (x <= -10.0f ? 0.0f : x >= 10.0f ? x : t[h[k]]) * u[s + k];
-        }
+        for (; k < c; k++) g[s + k] = nb_gelu_at(t, g[s + k], h[k]) * u[s + k];
     }
 }
 

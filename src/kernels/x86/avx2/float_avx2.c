@@ -72,7 +72,7 @@ BLOCKS_F32(q5_k, Q5_K)
 BLOCKS_F32(q6_k, Q6_K)
 
 /* rows per tile r: 8 for the types whose GEMM goes through panel.h's 8-row panels */
-#define SMALL_MAX 15 /* tokens for mm_small: from 16 the 8-lane types take panel.h's panels */
+#define SMALL_MAX 15 /* tokens for mm_small: from 16 most 8-lane types take panel.h's panels (Q8B: smax) */
 #define Q8(t, s, f, r, act)                                                                                       \
     [NB_TYPE_##t] = {act, nb_mm_##s##_q8_0_avx2, f, "avx2 " #s " x q8_0", "avx2 " #s " x f32", r,                 \
                      .mm_small = nb_mm_##s##_small_avx2, .small_max = SMALL_MAX}
