@@ -1,6 +1,7 @@
 # nibble: plain make. Targets: all (default), test, asan, fuzz, bench, demo, install, clean.
 # Default build runs on any x86-64: ISA-specific sources get their own flags and are chosen at run
-# time (src/base/cpu.c), never by compiling for the build machine.
+# time (src/base/cpu.c), never by compiling for the build machine. Other CPUs (ARM) build the
+# portable reference kernels only (src/kernels/ref/).
 
 .DEFAULT_GOAL := all # the DEPS rule below comes first
 
@@ -31,8 +32,9 @@ AVX512_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni
 
 LIB_SRC    := $(sort $(shell find src -name '*.c' -not -path 'src/kernels/x86/*' -not -path 'src/serve/*'))
 SERVE_SRC  := $(sort $(wildcard src/serve/*.c))
-AVX2_SRC   := $(sort $(wildcard src/kernels/x86/avx2/*.c))
-AVX512_SRC := $(sort $(wildcard src/kernels/x86/avx512/*.c))
+X86        := $(filter x86_64-% i686-% i386-%,$(shell $(CC) -dumpmachine))
+AVX2_SRC   := $(if $(X86),$(sort $(wildcard src/kernels/x86/avx2/*.c)))
+AVX512_SRC := $(if $(X86),$(sort $(wildcard src/kernels/x86/avx512/*.c)))
 CLI_SRC    := $(sort $(wildcard cli/*.c))
 TEST_SRC   := $(sort $(wildcard tests/test_*.c))
 BENCH_SRC  := $(sort $(wildcard bench/*.c))

@@ -3,7 +3,8 @@
  * may be partial; once, at first use, they are merged field by field into one complete table per
  * set (AVX-512 over AVX2 over ref), so a set that lacks a type or a route falls back to the next
  * lower set. A set the CPU cannot run is never returned: the request is lowered to nb_isa_best(),
- * and the AVX-512 kernels (VNNI) are merged only when the CPU has VNNI.
+ * and the AVX-512 kernels (VNNI) are merged only when the CPU has VNNI. Builds for other CPUs
+ * (the Makefile compiles src/kernels/x86/ for x86 only) have the reference set alone.
  */
 #include <pthread.h>
 
@@ -17,6 +18,7 @@ float nb_ue4m3_half_table[256];
 static nb_kernel merged[3][NB_KERNEL_TYPES];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
+#if NB_X86_SETS
 static void overlay(nb_kernel *dst, const nb_kernel *src) {
     if (src->mm) {
         dst->act_type = src->act_type;
@@ -44,19 +46,23 @@ static void overlay(nb_kernel *dst, const nb_kernel *src) {
         dst->batch_group = src->batch_group;
     }
 }
+#endif
 
 static void fill_tables(void) {
     for (int i = 0; i < 256; i++) {
         nb_e8m0_half_table[i] = nb_e8m0_to_fp32_half((uint8_t)i);
         nb_ue4m3_half_table[i] = nb_ue4m3_to_fp32_half((uint8_t)i);
     }
-    int vnni = nb_cpu()->avx512vnni;
     for (int t = 0; t < NB_KERNEL_TYPES; t++) {
         merged[NB_ISA_REF][t] = nb_kernels_ref[t];
         merged[NB_ISA_AVX2][t] = nb_kernels_ref[t];
+#if NB_X86_SETS
         overlay(&merged[NB_ISA_AVX2][t], &nb_kernels_avx2[t]);
+#endif
         merged[NB_ISA_AVX512][t] = merged[NB_ISA_AVX2][t];
-        if (vnni) overlay(&merged[NB_ISA_AVX512][t], &nb_kernels_avx512[t]);
+#if NB_X86_SETS
+        if (nb_cpu()->avx512vnni) overlay(&merged[NB_ISA_AVX512][t], &nb_kernels_avx512[t]);
+#endif
     }
 }
 
@@ -72,7 +78,11 @@ const nb_kernel *nb_kernel_get(nb_isa isa, int wtype) {
 
 const nb_act_set *nb_act_get(nb_isa isa) {
     if (isa > nb_isa_best()) isa = nb_isa_best();
+#if NB_X86_SETS
     return isa >= NB_ISA_AVX512 ? &nb_act_avx512 : isa >= NB_ISA_AVX2 ? &nb_act_avx2 : &nb_act_ref;
+#else
+    return &nb_act_ref;
+#endif
 }
 
 void nb_round_fp16(float *x, int64_t n) { nb_act_get(nb_isa_active())->round_f16(x, n); }

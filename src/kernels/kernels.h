@@ -242,8 +242,14 @@ extern float nb_e8m0_half_table[256];
 extern float nb_ue4m3_half_table[256];
 void nb_kernel_tables_init(void);
 
-/* Per-ISA tables, indexed by GGUF type id (NULL mm = no kernel). */
+/* Per-ISA tables, indexed by GGUF type id (NULL mm = no kernel). The x86 sets exist in x86 builds
+ * only (NB_X86_SETS; the Makefile compiles src/kernels/x86/ for x86 targets alone). */
 #define NB_KERNEL_TYPES 41
+#if defined(__x86_64__) || defined(__i386__)
+#define NB_X86_SETS 1
+#else
+#define NB_X86_SETS 0
+#endif
 extern const nb_kernel nb_kernels_ref[NB_KERNEL_TYPES];
 extern const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES];
 extern const nb_kernel nb_kernels_avx512[NB_KERNEL_TYPES];

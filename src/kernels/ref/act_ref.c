@@ -45,7 +45,8 @@ void nb_act_q8_1_ref(const float *x, void *dst, int64_t n) {
         nb_act_q8_0_ref(x, &q, NB_QK8_1);
         float amax = 0;
         int sum = 0;
-        for (int j = 0; j < NB_QK8_1; j++) amax = fmaxf(amax, fabsf(x[j])), sum += q.qs[j];
+        for (int j = 0; j < NB_QK8_1; j++) amax = fmaxf(amax, fabsf(x[j]));
+        for (int j = 0; j < NB_QK8_1; j++) sum += q.qs[j]; /* apart: GCC 12 for aarch64 fails to vectorize both at once */
         if (isinf(127.f / amax)) sum = 0;
         memcpy(b[i].qs, q.qs, sizeof q.qs);
         b[i].d = q.d;
