@@ -454,7 +454,7 @@ TEST(act_q8_0_reference_rule) {
             float amax = 0;
             int sum = 0;
             for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * b + j]));
-            for (int j = 0; j < 32; j++) sum += q[b].qs[j]; /* apart: GCC 12 for aarch64 fails on both at once */
+            for (int j = 0; j < 32; j++) sum += q[b].qs[j]; /* apart: GCC 12 for aarch64 crashes vectorizing both at once */
             CHECK(!memcmp(q1[b].qs, q[b].qs, 32) && q1[b].d == q[b].d, "kind %d block %d: q8_1 codes and d are q8_0's", kind, b);
             /* blocks whose 127/amax overflows: every dword is INT32_MIN, 32 of them sum to 0 */
             if (isinf(127.f / amax)) sum = 0;

@@ -334,7 +334,7 @@ TEST(two_level_scale_tensors) {
         memcpy(&sc, s->data, 4);
         float *y = malloc(EMBD * sizeof *y);
         nb_dequantize(NB_TYPE_NVFP4, w->data, y, EMBD);
-        float m = 0; /* float: GCC 12 for aarch64 fails to vectorize this reduction in double */
+        float m = 0; /* float: GCC 12 for aarch64 crashes vectorizing this reduction in double */
         for (int i = 0; i < EMBD; i++) m = fmaxf(m, fabsf(y[i] * sc));
         CHECK(sc > 0 && m > 0.01 && m < 2, "decoded * scale has the weights' size (max %g, scale %g)", m, sc);
         free(y);

@@ -46,7 +46,7 @@ void nb_act_q8_1_ref(const float *x, void *dst, int64_t n) {
         float amax = 0;
         int sum = 0;
         for (int j = 0; j < NB_QK8_1; j++) amax = fmaxf(amax, fabsf(x[j]));
-        for (int j = 0; j < NB_QK8_1; j++) sum += q.qs[j]; /* apart: GCC 12 for aarch64 fails to vectorize both at once */
+        for (int j = 0; j < NB_QK8_1; j++) sum += q.qs[j]; /* apart: GCC 12 for aarch64 crashes vectorizing both at once */
         if (isinf(127.f / amax)) sum = 0;
         memcpy(b[i].qs, q.qs, sizeof q.qs);
         b[i].d = q.d;
