@@ -476,7 +476,11 @@ static inline __attribute__((always_inline)) void tile_nv1(int64_t nu, const uin
  * codes as they are (c <= 31 and |a| <= 127 keep its pair sums below 7900) and vpmaddwd's lane k
  * plus nc[k] >> nsh = -(128 >> nsh) * sum4(a) is lane k of w*a exactly, so the lane values and
  * the fma sequence are the sign trick's (tile_s) with two instructions per row and token fewer.
- * The R rows' fp16 scales are gathered in a general register and widened by one conversion. */
+ * The R rows' fp16 scales are gathered in a general register and widened by one conversion.
+ * With one token (GEMV) each row is decoded where its product uses it and its chain is pinned
+ * (NB_CHAIN): decoding all R rows first kept Q5_0's codes, its six constants and the 4
+ * accumulators live at once, more than 16 registers, and GCC kept the accumulators on the stack
+ * (a load and a store per row and unit). */
 static inline __attribute__((always_inline)) void tile_u(ucode_fn code, int ub, int nsh, int R, int T, int64_t nu,
                                                          const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
                                                          size_t as, float *y, size_t ldy) {
@@ -489,7 +493,7 @@ static inline __attribute__((always_inline)) void tile_u(ucode_fn code, int ub, 
                 _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + nb_prefetch_bytes(ub), _MM_HINT_T0);
         __m256i q[RMAX];
         #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) q[r] = code(w + (size_t)r * rs * ws, u);
+        for (int r = 0; r < R && T > 1; r++) q[r] = code(w + (size_t)r * rs * ws, u);
         const __m256 s8 = row_scales(w, rs * ws, R, (size_t)u * ub);
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
@@ -499,8 +503,10 @@ static inline __attribute__((always_inline)) void tile_u(ucode_fn code, int ub, 
             const __m256 sd = _mm256_mul_ps(s8, _mm256_set1_ps(ab->d));
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++) {
-                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(q[r], av), _mm256_set1_epi16(1)), nv);
+                const __m256i qr = T > 1 ? q[r] : code(w + (size_t)r * rs * ws, u);
+                const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(qr, av), _mm256_set1_epi16(1)), nv);
                 acc[r][t] = _mm256_fmadd_ps(row_scale(sd, r), _mm256_cvtepi32_ps(p), acc[r][t]);
+                if (T == 1) NB_CHAIN(acc[r][t]);
             }
         }
     }
