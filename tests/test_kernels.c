@@ -132,17 +132,20 @@ TEST(avx2_matches_reference) {
 #define PANEL_TOKENS 263
 
 /* The GEMM panels (x86/avx2/units.h for AVX2; kpanel.h's K-quant panels in both sets; the
- * AVX-512 set's own): rows that span several decoded chunks, more tokens than a panel keeps lane
- * sums for, and 29 rows: a whole 16-row panel and one of 13, neither a multiple of 8. */
+ * AVX-512 set's own): rows of one decoded chunk (AVX2's NVFP4 takes panels only there) and rows
+ * that span several, more tokens than a panel keeps lane sums for, and 29 rows: a whole 16-row
+ * panel and one of 13, neither a multiple of 8. */
 static void gemm_panels_isa(nb_isa isa) {
     for (int ti = 0; ti < ntypes; ti++) {
         if (!is_block_type(types[ti])) continue;
         int64_t n_in[3];
         shapes(types[ti], n_in);
-        problem p;
-        CHECK(make(&p, types[ti], 29, n_in[2], PANEL_TOKENS), "setup %s", nb_type_name(types[ti]));
-        compare_isa(isa, &p, NB_ROUTE_QUANT);
-        drop(&p);
+        for (int si = 1; si < 3; si++) {
+            problem p;
+            CHECK(make(&p, types[ti], 29, n_in[si], PANEL_TOKENS), "setup %s", nb_type_name(types[ti]));
+            compare_isa(isa, &p, NB_ROUTE_QUANT);
+            drop(&p);
+        }
     }
 }
 

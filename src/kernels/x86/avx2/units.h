@@ -598,41 +598,55 @@ static inline float act_scale(int x, const uint8_t *a, int64_t u) {
 
 /* Per unit, lane and token: vpsignb, vpmaddubsw, vpmaddwd, a conversion and an fma for 8 rows,
  * and one multiply for the 8 rows' scale products per unit and token (the tiles: 6 instructions
- * per row, plus the decode). x: the activations are NB_ACT_Q8_0X. */
-static inline __attribute__((always_inline)) void panel_tokens(int x, int T, const void *pv, int un, const uint8_t *a,
-                                                               size_t as, __m256 acc[][8], int first) {
+ * per row, plus the decode). x: the activations are NB_ACT_Q8_0X. nv: NVFP4 against
+ * NB_ACT_Q8_0X_NV, tile_nv's lanes for 8 rows: the unsigned codes as they are and the offset out
+ * of each lane by its nc >> 3 (an add for the sign trick's vpsignb), each lane scaled by its
+ * sub-block's scale product (register lane k holds group nv_group[k], of sub-block k >> 1 & 1),
+ * and its chain kept as that group's (acc[t][g]), where nb_panel_reduce's tree is nv_lane_sum's. */
+static const int nv_group[8] = {0, 1, 4, 5, 2, 3, 6, 7};
+static inline __attribute__((always_inline)) void panel_tokens(int x, int nv, int T, const void *pv, int un,
+                                                               const uint8_t *a, size_t as, __m256 acc[][8], int first) {
     const panel *p = pv;
-    __m256 sc[PU][NB_PANEL_G]; /* the 8 rows' scale products of each unit and token */
+    __m256 sc[PU][2][NB_PANEL_G]; /* the 8 rows' scale products of each unit, half (NVFP4) and token */
     for (int u = 0; u < un; u++)
-        #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) sc[u][t] = _mm256_mul_ps(p->s[u][0], _mm256_set1_ps(act_scale(x, a + (size_t)t * as, u)));
+        #pragma GCC unroll 2
+        for (int h = 0; h <= nv; h++)
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+                sc[u][h][t] = _mm256_mul_ps(p->s[u][h], _mm256_set1_ps(act_scale(x, a + (size_t)t * as, u)));
     const __m256i ones = _mm256_set1_epi16(1);
     for (int k = 0; k < 8; k++) {
+        const int h = nv ? k >> 1 & 1 : 0, g = nv ? nv_group[k] : k;
         __m256 c[NB_PANEL_G];
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) c[t] = first ? _mm256_setzero_ps() : acc[t][k];
+        for (int t = 0; t < T; t++) c[t] = first ? _mm256_setzero_ps() : acc[t][g];
         for (int u = 0; u < un; u++) {
-            const __m256i q = _mm256_load_si256(&p->q[u][k]), qa = _mm256_abs_epi8(q);
+            const __m256i q = _mm256_load_si256(&p->q[u][k]), qa = nv ? q : _mm256_abs_epi8(q);
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
-                int32_t g;
-                memcpy(&g, act_codes(x, a + (size_t)t * as, u) + 4 * k, 4);
-                const __m256i av = _mm256_set1_epi32(g);
-                const __m256i pr = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, _mm256_sign_epi8(av, q)), ones);
-                c[t] = _mm256_fmadd_ps(sc[u][t], _mm256_cvtepi32_ps(pr), c[t]);
+                int32_t g4;
+                memcpy(&g4, act_codes(x, a + (size_t)t * as, u) + 4 * k, 4);
+                const __m256i av = _mm256_set1_epi32(g4);
+                __m256i pr = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, nv ? av : _mm256_sign_epi8(av, q)), ones);
+                if (nv) pr = _mm256_add_epi32(pr, _mm256_set1_epi32(((const nb_block_q8_0x *)(a + (size_t)t * as) + u)->nc[k] >> 3));
+                c[t] = _mm256_fmadd_ps(sc[u][h][t], _mm256_cvtepi32_ps(pr), c[t]);
             }
         }
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) acc[t][k] = c[t];
+        for (int t = 0; t < T; t++) acc[t][g] = c[t];
     }
 }
 static inline __attribute__((always_inline)) void panel_tokens_q8_0(int T, const void *pv, int un, const uint8_t *a,
                                                                     size_t as, __m256 acc[][8], int first) {
-    panel_tokens(0, T, pv, un, a, as, acc, first);
+    panel_tokens(0, 0, T, pv, un, a, as, acc, first);
 }
 static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, const void *pv, int un, const uint8_t *a,
                                                                      size_t as, __m256 acc[][8], int first) {
-    panel_tokens(1, T, pv, un, a, as, acc, first);
+    panel_tokens(1, 0, T, pv, un, a, as, acc, first);
+}
+static inline __attribute__((always_inline)) void panel_tokens_nv(int T, const void *pv, int un, const uint8_t *a,
+                                                                  size_t as, __m256 acc[][8], int first) {
+    panel_tokens(1, 1, T, pv, un, a, as, acc, first);
 }
 
 /* The groups of 4 elements in each half of a unit: in order, or NVFP4's split (sub-block h is the
@@ -777,13 +791,25 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
 #define GEMV_LOOP_q4_0 nb_avx2_tile_loop
 #define GEMV_LOOP_q5_0 nb_avx2_tile_loop
 #define GEMV_LOOP_q8_0 nb_avx2_tile_loop
+#define GEMV_LOOP_nvfp4 nb_avx2_tile_loop
+/* Whether rows of nu units take the panels: NVFP4's only where a row fits one chunk (PU units).
+ * Its tiles decode a row pair into one register pair cheaply, and on longer rows, whose chunks
+ * restart the lanes' chains and scale products, they read as fast or faster (bench_gemm, 1
+ * thread, a first-generation Zen core: 1024 x 8192 0.9x, 640 x 2048 1.0x, 3072 x 1024 1.1-1.25x;
+ * docs/BENCHMARKS.md, stop 42). */
+#define PANEL_ROWS(ty, nu) PANEL_ROWS_##ty(nu)
+#define PANEL_ROWS_q4_0(nu) 1
+#define PANEL_ROWS_q5_0(nu) 1
+#define PANEL_ROWS_q8_0(nu) 1
+#define PANEL_ROWS_mxfp4(nu) 1
+#define PANEL_ROWS_nvfp4(nu) ((nu) <= PU)
 /* The kernel of a panel type ty: tiles TILE, and from PANEL_MIN_TOKENS the panels, the token
  * kernel panel_tokens_##tok against activation blocks nb_block_##ab, results by out (panel.h). */
 #define KERNEL_PANEL(ty, isa, TILE, tok, ab, out)                                                             \
     TILE_TABLE(TILE, ty) PANEL_DECODE(ty)                                                                     \
     void nb_mm_##ty##_q8_0_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
                                 int64_t nt, float *y, size_t ldy) {                                          \
-        if (nt >= PANEL_MIN_TOKENS) {                                                                         \
+        if (nt >= PANEL_MIN_TOKENS && PANEL_ROWS(ty, n / 32)) {                                               \
             panel p;                                                                                          \
             nb_panel_gemm(panel_decode_##ty, panel_tokens_##tok, &p, PU, sizeof(nb_block_##ab), out, n / 32,  \
                           w, ws, a, as, nr, nt, y, ldy);                                                      \
@@ -808,16 +834,6 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
         nb_panel_gemm(panel_decode_##ty##b, panel_tokens_##tok, &p, PU, sizeof(nb_block_##ab), NB_PANEL_ONE,  \
                       n / 32, w, ws, a, as, nr, nt, y, ldy);                                                  \
     }
-/* The kernel of NVFP4: its tiles TILE for every token count (the panels take one scale per unit
- * and row, and the contract's 8 lanes). */
-#define KERNEL_FP4(ty, isa, TILE)                                                                             \
-    TILE_TABLE(TILE, ty)                                                                                      \
-    void nb_mm_##ty##_q8_0_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
-                                int64_t nt, float *y, size_t ldy) {                                          \
-        nb_avx2_tile_loop(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                            \
-    }                                                                                                         \
-    KERNEL_SMALL(ty, isa)
-
 /* The kernel of Q4_1 or Q5_1 against Q8_1: its tiles for every token count. */
 #define KERNEL_MIN(ty, isa)                                                                                   \
     TILE_TABLE(TILE_M, ty)                                                                                    \
