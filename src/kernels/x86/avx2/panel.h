@@ -1,5 +1,5 @@
 /*
- * panel.h: the AVX2 GEMM driver of the 8-lane contracts (units.h: Q4_0, Q5_0, Q8_0;
+ * panel.h: the AVX2 GEMM driver of the 8-lane contracts (units.h: Q4_0, Q5_0, Q8_0, NVFP4;
  * kquants_avx2.c: Q6_K) for many tokens.
  *
  * The tiles decode a weight unit once per 2-3 tokens and spend one register per row on the

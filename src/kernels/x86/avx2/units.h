@@ -803,8 +803,9 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
 #define PANEL_ROWS_q8_0(nu) 1
 #define PANEL_ROWS_mxfp4(nu) 1
 #define PANEL_ROWS_nvfp4(nu) ((nu) <= PU)
-/* The kernel of a panel type ty: tiles TILE, and from PANEL_MIN_TOKENS the panels, the token
- * kernel panel_tokens_##tok against activation blocks nb_block_##ab, results by out (panel.h). */
+/* The kernel of a panel type ty: tiles TILE, and from PANEL_MIN_TOKENS the panels (on rows that
+ * PANEL_ROWS admits), the token kernel panel_tokens_##tok against activation blocks nb_block_##ab,
+ * results by out (panel.h). */
 #define KERNEL_PANEL(ty, isa, TILE, tok, ab, out)                                                             \
     TILE_TABLE(TILE, ty) PANEL_DECODE(ty)                                                                     \
     void nb_mm_##ty##_q8_0_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
