@@ -795,8 +795,8 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
 /* Whether rows of nu units take the panels: NVFP4's only where a row fits one chunk (PU units).
  * Its tiles decode a row pair into one register pair cheaply, and on longer rows, whose chunks
  * restart the lanes' chains and scale products, they read as fast or faster (bench_gemm, 1
- * thread, a first-generation Zen core: 1024 x 8192 0.9x, 640 x 2048 1.0x, 3072 x 1024 1.1-1.25x;
- * docs/BENCHMARKS.md, stop 42). */
+ * thread, a first-generation Zen core: the panels 1.1-1.15x the tiles on rows of 640 and 1024
+ * elements, 1.0x on 2048, 0.9x on 8192; docs/BENCHMARKS.md, stop 42). */
 #define PANEL_ROWS(ty, nu) PANEL_ROWS_##ty(nu)
 #define PANEL_ROWS_q4_0(nu) 1
 #define PANEL_ROWS_q5_0(nu) 1
