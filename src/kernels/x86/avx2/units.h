@@ -792,25 +792,14 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
 #define GEMV_LOOP_q5_0 nb_avx2_tile_loop
 #define GEMV_LOOP_q8_0 nb_avx2_tile_loop
 #define GEMV_LOOP_nvfp4 nb_avx2_tile_loop
-/* Whether rows of nu units take the panels: NVFP4's only where a row fits one chunk (PU units).
- * Its tiles decode a row pair into one register pair cheaply, and on longer rows, whose chunks
- * restart the lanes' chains and scale products, they read as fast or faster (bench_gemm, 1
- * thread, a first-generation Zen core: the panels 1.1-1.15x the tiles on rows of 640 and 1024
- * elements, 1.0x on 2048, 0.9x on 8192; docs/BENCHMARKS.md, stop 42). */
-#define PANEL_ROWS(ty, nu) PANEL_ROWS_##ty(nu)
-#define PANEL_ROWS_q4_0(nu) 1
-#define PANEL_ROWS_q5_0(nu) 1
-#define PANEL_ROWS_q8_0(nu) 1
-#define PANEL_ROWS_mxfp4(nu) 1
-#define PANEL_ROWS_nvfp4(nu) ((nu) <= PU)
-/* The kernel of a panel type ty: tiles TILE, and from PANEL_MIN_TOKENS the panels (on rows that
- * PANEL_ROWS admits), the token kernel panel_tokens_##tok against activation blocks nb_block_##ab,
+/* The kernel of a panel type ty: tiles TILE, and from PANEL_MIN_TOKENS the panels on rows of at
+ * most max_nu units, the token kernel panel_tokens_##tok against activation blocks nb_block_##ab,
  * results by out (panel.h). */
-#define KERNEL_PANEL(ty, isa, TILE, tok, ab, out)                                                             \
+#define KERNEL_PANEL(ty, isa, TILE, tok, ab, out, max_nu)                                                     \
     TILE_TABLE(TILE, ty) PANEL_DECODE(ty)                                                                     \
     void nb_mm_##ty##_q8_0_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
                                 int64_t nt, float *y, size_t ldy) {                                          \
-        if (nt >= PANEL_MIN_TOKENS && PANEL_ROWS(ty, n / 32)) {                                               \
+        if (nt >= PANEL_MIN_TOKENS && n / 32 <= (max_nu)) {                                                   \
             panel p;                                                                                          \
             nb_panel_gemm(panel_decode_##ty, panel_tokens_##tok, &p, PU, sizeof(nb_block_##ab), out, n / 32,  \
                           w, ws, a, as, nr, nt, y, ldy);                                                      \
@@ -820,7 +809,7 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
     KERNEL_SMALL(ty, isa)
 /* The kernel of an 8-lane type ty, activations Q8_0 (act q8_0: nb_block_q8_0, panel_tokens_q8_0)
  * or NB_ACT_Q8_0X (q8_0x). */
-#define KERNEL(ty, isa, TILE, act) KERNEL_PANEL(ty, isa, TILE, act, act, NB_PANEL_TREE)
+#define KERNEL(ty, isa, TILE, act) KERNEL_PANEL(ty, isa, TILE, act, act, NB_PANEL_TREE, INT64_MAX)
 /* NB_ROUTE_BLOCK's panels of type ty as the function fn (a declarator: linkage, type and name; from
  * NB_BLOCK_MIN tokens), decoded by dec, tokens by panel_tokens_##tok against activation blocks
  * nb_block_##ab; the smaller batches of Q4_0, Q5_0 and Q8_0 take tlanes.h's token lanes (AVX2) or

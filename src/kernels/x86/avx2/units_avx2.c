@@ -8,8 +8,13 @@
 KERNEL(q4_0, avx2, TILE_U, q8_0x)
 KERNEL(q5_0, avx2, TILE_U, q8_0x)
 KERNEL(q8_0, avx2, TILE_S, q8_0)
-KERNEL_PANEL(mxfp4, avx2, TILE_MX, mx, q8_0x, NB_PANEL_ONE)
-KERNEL_PANEL(nvfp4, avx2, TILE_NV, nv, q8_0x, NB_PANEL_TREE)
+KERNEL_PANEL(mxfp4, avx2, TILE_MX, mx, q8_0x, NB_PANEL_ONE, INT64_MAX)
+/* NVFP4's panels only where a row fits one chunk (PU units): its tiles decode a row pair into one
+ * register pair cheaply, and on longer rows, whose chunks restart the lanes' chains and scale
+ * products, they read as fast or faster (bench_gemm, 1 thread, a first-generation Zen core: the
+ * panels 1.1-1.15x the tiles on rows of 640 and 1024 elements, 1.0x on 2048, 0.9x on 8192;
+ * docs/BENCHMARKS.md, stop 42) */
+KERNEL_PANEL(nvfp4, avx2, TILE_NV, nv, q8_0x, NB_PANEL_TREE, PU)
 BLOCK_PANELS(q4_0, static void panels_q4_0b, dec_q4_0u, q4_0b, q8_0x)
 BLOCK_PANELS(q5_0, static void panels_q5_0b, dec_q5_0u, q5_0b, q8_0x)
 BLOCK_PANELS(q8_0, static void panels_q8_0b, dec_q8_0, q8_0b, q8_0)
