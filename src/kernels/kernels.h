@@ -187,7 +187,7 @@ void nb_act_q8_1_ref(const float *x, void *dst, int64_t n);
 /* NB_ACT_Q8_0X (not a GGUF type): the Q8_0 activation codes above plus two exact values derived
  * from them that every weight row would otherwise recompute: the scale as f32 and, per group of
  * 4 codes, -128 * their sum (the bias correction of unsigned weight codes: the AVX-512 unit
- * kernels, and AVX2's but Q8_0's, which take only the f32 scale). */
+ * kernels, and AVX2's except Q8_0). */
 #define NB_ACT_Q8_0X 1000
 typedef struct {
     int8_t qs[32];

@@ -99,7 +99,7 @@ BLOCKS_F32(q6_k, Q6_K)
 const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES] = {
     Q8B(Q4_0, q4_0, mmf_q4_0, 8, NB_ACT_Q8_0X, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL, 24),
     Q8B(Q5_0, q5_0, mmf_q5_0, 8, NB_ACT_Q8_0X, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL, SMALL_MAX),
-    Q8B(Q8_0, q8_0, mmf_q8_0, 8, NB_ACT_Q8_0X, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL, 24),
+    Q8B(Q8_0, q8_0, mmf_q8_0, 8, NB_TYPE_Q8_0, NB_TYPE_Q8_0, NB_BLOCK_MIN_SMALL, 24),
     Q8(MXFP4, mxfp4, mmf_mxfp4, 8, NB_ACT_Q8_0X_MX),
     Q8B(NVFP4, nvfp4, mmf_nvfp4, 8, NB_ACT_Q8_0X_NV, NB_ACT_Q8_0X_NV, NB_BLOCK_MIN, SMALL_MAX),
     Q81(Q4_1, q4_1),

@@ -15,8 +15,8 @@
  *    31, against the signed activation codes, from the activations' offset correction
  *    (NB_ACT_Q8_0X's ns >> nsh); four groups' word sums stay within 4 * 2 * 31 * 127 < 32767
  *    before vpmaddwd widens them;
- *  - TL_S (Q8_0): the sign trick, |w| times a * sign(w) (128 * 127 * 2 < 32767 per word), no
- *    correction.
+ *  - TL_S (Q8_0 against plain Q8_0 activations): the sign trick, |w| times a * sign(w)
+ *    (128 * 127 * 2 < 32767 per word), no correction.
  */
 #ifndef NB_KERNELS_X86_TLANES_H
 #define NB_KERNELS_X86_TLANES_H
@@ -38,17 +38,26 @@ typedef struct {
     float d[TL_CH][TL_G][8] __attribute__((aligned(32)));      /* each token's scale */
 } tl_acts;
 
-/* Units u0..u0+un-1 of nt NB_ACT_Q8_0X rows, with the correction (ns[0] + ns[1]) >> nsh of codes
- * offset by 128 >> nsh (nsh 0: Q8_0's signed codes, none); lanes past nt are zero. */
-static inline void tl_acts_fill(tl_acts *A, const uint8_t *a, size_t as, int64_t nt, int64_t u0, int un, int nsh) {
+/* Units u0..u0+un-1 of nt activation rows: NB_ACT_Q8_0X (x: correction (ns[0] + ns[1]) >> nsh) or
+ * Q8_0 (no correction); lanes past nt are zero. */
+static inline void tl_acts_fill(tl_acts *A, const uint8_t *a, size_t as, int64_t nt, int64_t u0, int un, int x,
+                                int nsh) {
     memset(A, 0, sizeof *A);
     for (int64_t t = 0; t < nt; t++)
         for (int u = 0; u < un; u++) {
+            const int8_t *qs;
             const int g = (int)(t / 8), l = (int)(t % 8);
-            const nb_block_q8_0x *b = (const nb_block_q8_0x *)(a + (size_t)t * as) + u0 + u;
-            if (nsh) A->c[u][g][l] = (b->ns[0] + b->ns[1]) >> nsh;
-            A->d[u][g][l] = b->d;
-            for (int k = 0; k < 8; k++) memcpy(&A->q[u][g][k][l], b->qs + 4 * k, 4);
+            if (x) {
+                const nb_block_q8_0x *b = (const nb_block_q8_0x *)(a + (size_t)t * as) + u0 + u;
+                qs = b->qs;
+                A->c[u][g][l] = (b->ns[0] + b->ns[1]) >> nsh;
+                A->d[u][g][l] = b->d;
+            } else {
+                const nb_block_q8_0 *b = (const nb_block_q8_0 *)(a + (size_t)t * as) + u0 + u;
+                qs = b->qs;
+                A->d[u][g][l] = _cvtsh_ss(b->d);
+            }
+            for (int k = 0; k < 8; k++) memcpy(&A->q[u][g][k][l], qs + 4 * k, 4);
         }
 }
 
@@ -121,9 +130,9 @@ static inline __attribute__((always_inline)) void tl_tile(int mode, dec_fn dec, 
     }
 }
 
-/* nb_mm_fn for 1..16 tokens (activations as in tl_acts_fill): chunks of TL_CH units, each
+/* nb_mm_fn for 1..16 tokens (activations x as in tl_acts_fill): chunks of TL_CH units, each
  * transposed once and run by every tile of rows; a chunk's sums carry to the next through y. */
-static inline __attribute__((always_inline)) void tl_gemm(int mode, dec_fn dec, int ub, int nsh, int64_t n,
+static inline __attribute__((always_inline)) void tl_gemm(int mode, dec_fn dec, int ub, int x, int nsh, int64_t n,
                                                           const void *w, size_t ws, const void *a, size_t as,
                                                           int64_t nr, int64_t nt, float *y, size_t ldy) {
     tl_acts A;
@@ -131,7 +140,7 @@ static inline __attribute__((always_inline)) void tl_gemm(int mode, dec_fn dec, 
     const int G = nt > 8 ? 2 : 1;
     for (int64_t u0 = 0; u0 < nu; u0 += TL_CH) {
         const int un = nu - u0 < TL_CH ? (int)(nu - u0) : TL_CH;
-        tl_acts_fill(&A, a, as, nt, u0, un, nsh);
+        tl_acts_fill(&A, a, as, nt, u0, un, x, nsh);
         for (int64_t r0 = 0; r0 < nr; r0 += TL_R) {
             const int rows = nr - r0 < TL_R ? (int)(nr - r0) : TL_R;
             float o[TL_R][8 * TL_G] __attribute__((aligned(32))) = {{0}};
@@ -160,11 +169,11 @@ static inline __attribute__((always_inline)) void tl_gemm(int mode, dec_fn dec, 
 
 /* NB_ROUTE_BLOCK's kernel of type ty on a set: the token lanes (mode, decoder dec, activations as
  * in tl_acts_fill) below NB_BLOCK_MIN tokens, the set's panels `panels` from there. */
-#define TL_KERNEL(ty, isa, mode, dec, nsh, panels)                                                            \
+#define TL_KERNEL(ty, isa, mode, dec, x, nsh, panels)                                                         \
     void nb_mm_##ty##_block_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,  \
                                   int64_t nt, float *y, size_t ldy) {                                         \
         if (nt < NB_BLOCK_MIN)                                                                                \
-            tl_gemm(mode, dec, (int)sizeof(nb_block_##ty), nsh, n, w, ws, a, as, nr, nt, y, ldy);             \
+            tl_gemm(mode, dec, (int)sizeof(nb_block_##ty), x, nsh, n, w, ws, a, as, nr, nt, y, ldy);          \
         else                                                                                                  \
             panels(n, w, ws, a, as, nr, nt, y, ldy);                                                          \
     }

@@ -200,9 +200,7 @@ static inline __attribute__((always_inline)) void acc_store(__m256 acc[RMAX][TMA
         for (int t = 0; t < T; t++) y[(size_t)t * ldy + (size_t)r * rs] = nb_avx2_lane_sum(acc[r][t]);
 }
 
-/* The tile of Q8_0 (codes up to 127 in magnitude: the sign trick) against NB_ACT_Q8_0X
- * activations, whose scale is f32 already (widening the fp16 one per unit and token cost a
- * first-generation Zen core 1-6 % of the GEMV and 3 % of a decode; docs/BENCHMARKS.md, stop 43). */
+/* The tile of Q8_0 (codes up to 127 in magnitude: the sign trick) against Q8_0 activations. */
 static inline __attribute__((always_inline)) void tile_s(dec_fn dec, int ub, int R, int T, int64_t nu, const uint8_t *w,
                                                          size_t ws, size_t rs, const uint8_t *a, size_t as, float *y,
                                                          size_t ldy) {
@@ -214,9 +212,9 @@ static inline __attribute__((always_inline)) void tile_s(dec_fn dec, int ub, int
         const __m256 s8 = row_scales(w, ws * rs, R, u * ub);
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
+            const nb_block_q8_0 *ab = (const nb_block_q8_0 *)(a + (size_t)t * as) + u;
             aq[t] = _mm256_loadu_si256((const __m256i *)ab->qs);
-            sd[t] = _mm256_mul_ps(s8, _mm256_set1_ps(ab->d));
+            sd[t] = _mm256_mul_ps(s8, fp16_bcast(ab->d));
         }
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++)
@@ -590,20 +588,23 @@ static inline __attribute__((always_inline)) void panel_decode(dec_fn dec, const
     }
 }
 
-/* Activation unit u of a token row (NB_ACT_Q8_0X or its NVFP4 form). */
-static inline const nb_block_q8_0x *act_unit(const uint8_t *a, size_t as, int t, int64_t u) {
-    return (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
+/* Codes and scale of activation unit u of a token row: a Q8_0 block, or NB_ACT_Q8_0X's (x). */
+static inline const int8_t *act_codes(int x, const uint8_t *a, int64_t u) {
+    return x ? ((const nb_block_q8_0x *)a + u)->qs : ((const nb_block_q8_0 *)a + u)->qs;
+}
+static inline float act_scale(int x, const uint8_t *a, int64_t u) {
+    return x ? ((const nb_block_q8_0x *)a + u)->d : _cvtsh_ss(((const nb_block_q8_0 *)a + u)->d);
 }
 
 /* Per unit, lane and token: vpsignb, vpmaddubsw, vpmaddwd, a conversion and an fma for 8 rows,
  * and one multiply for the 8 rows' scale products per unit and token (the tiles: 6 instructions
- * per row, plus the decode), against NB_ACT_Q8_0X. nv: NVFP4 against
+ * per row, plus the decode). x: the activations are NB_ACT_Q8_0X. nv: NVFP4 against
  * NB_ACT_Q8_0X_NV, tile_nv's lanes for 8 rows: the unsigned codes as they are and the offset out
  * of each lane by its nc >> 3 (an add for the sign trick's vpsignb), each lane scaled by its
  * sub-block's scale product (register lane k holds group nv_group[k], of sub-block k >> 1 & 1),
  * and its chain kept as that group's (acc[t][g]), where nb_panel_reduce's tree is nv_lane_sum's. */
 static const int nv_group[8] = {0, 1, 4, 5, 2, 3, 6, 7};
-static inline __attribute__((always_inline)) void panel_tokens(int nv, int T, const void *pv, int un,
+static inline __attribute__((always_inline)) void panel_tokens(int x, int nv, int T, const void *pv, int un,
                                                                const uint8_t *a, size_t as, __m256 acc[][8], int first) {
     const panel *p = pv;
     __m256 sc[PU][2][NB_PANEL_G]; /* the 8 rows' scale products of each unit, half (NVFP4) and token */
@@ -612,7 +613,7 @@ static inline __attribute__((always_inline)) void panel_tokens(int nv, int T, co
         for (int h = 0; h <= nv; h++)
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++)
-                sc[u][h][t] = _mm256_mul_ps(p->s[u][h], _mm256_set1_ps(act_unit(a, as, t, u)->d));
+                sc[u][h][t] = _mm256_mul_ps(p->s[u][h], _mm256_set1_ps(act_scale(x, a + (size_t)t * as, u)));
     const __m256i ones = _mm256_set1_epi16(1);
     for (int k = 0; k < 8; k++) {
         const int h = nv ? k >> 1 & 1 : 0, g = nv ? nv_group[k] : k;
@@ -623,12 +624,11 @@ static inline __attribute__((always_inline)) void panel_tokens(int nv, int T, co
             const __m256i q = _mm256_load_si256(&p->q[u][k]), qa = nv ? q : _mm256_abs_epi8(q);
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
-                const nb_block_q8_0x *ab = act_unit(a, as, t, u);
                 int32_t g4;
-                memcpy(&g4, ab->qs + 4 * k, 4);
+                memcpy(&g4, act_codes(x, a + (size_t)t * as, u) + 4 * k, 4);
                 const __m256i av = _mm256_set1_epi32(g4);
                 __m256i pr = _mm256_madd_epi16(_mm256_maddubs_epi16(qa, nv ? av : _mm256_sign_epi8(av, q)), ones);
-                if (nv) pr = _mm256_add_epi32(pr, _mm256_set1_epi32(ab->nc[k] >> 3));
+                if (nv) pr = _mm256_add_epi32(pr, _mm256_set1_epi32(((const nb_block_q8_0x *)(a + (size_t)t * as) + u)->nc[k] >> 3));
                 c[t] = _mm256_fmadd_ps(sc[u][h][t], _mm256_cvtepi32_ps(pr), c[t]);
             }
         }
@@ -636,13 +636,17 @@ static inline __attribute__((always_inline)) void panel_tokens(int nv, int T, co
         for (int t = 0; t < T; t++) acc[t][g] = c[t];
     }
 }
+static inline __attribute__((always_inline)) void panel_tokens_q8_0(int T, const void *pv, int un, const uint8_t *a,
+                                                                    size_t as, __m256 acc[][8], int first) {
+    panel_tokens(0, 0, T, pv, un, a, as, acc, first);
+}
 static inline __attribute__((always_inline)) void panel_tokens_q8_0x(int T, const void *pv, int un, const uint8_t *a,
                                                                      size_t as, __m256 acc[][8], int first) {
-    panel_tokens(0, T, pv, un, a, as, acc, first);
+    panel_tokens(1, 0, T, pv, un, a, as, acc, first);
 }
 static inline __attribute__((always_inline)) void panel_tokens_nv(int T, const void *pv, int un, const uint8_t *a,
                                                                   size_t as, __m256 acc[][8], int first) {
-    panel_tokens(1, T, pv, un, a, as, acc, first);
+    panel_tokens(1, 1, T, pv, un, a, as, acc, first);
 }
 
 /* The groups of 4 elements in each half of a unit: in order, or NVFP4's split (sub-block h is the
@@ -652,16 +656,17 @@ static const int one_groups[2][2][4] = {{{0, 1, 2, 3}, {4, 5, 6, 7}}, {{0, 1, 4,
 /* One lane per row and token (kernels.h: MXFP4's order, and NB_ROUTE_BLOCK's): per unit, token
  * and half of the unit the 8 rows' exact sums, then per unit one conversion, scale product and
  * fma for 8 rows, or with split one per half (NVFP4, whose sub-block h is the nibble order's
- * groups 2h, 2h+1, 2h+4, 2h+5), against an NB_ACT_Q8_0X form. Unsigned codes c = w + (128 >> nsh):
- * the vpmaddubsw pair sums of a half's 4 groups added as words (c <= 31, |a| <= 127: 4 pair
+ * groups 2h, 2h+1, 2h+4, 2h+5). Unsigned codes c = w + (128 >> nsh) against an NB_ACT_Q8_0X
+ * form: the vpmaddubsw pair sums of a half's 4 groups added as words (c <= 31, |a| <= 127: 4 pair
  * sums <= 31496), one vpmaddwd, and ns >> nsh takes the offset out; per 4 weights, 8 rows and
  * token a broadcast, vpmaddubsw, a word add and a share of the rest, about 4 instructions against
  * the 8-lane panels' 6 (panel_tokens, whose fma chains also run per 4 weights). nsh 0: Q8_0's
- * signed codes by the sign trick, whose pair sums reach 32512, so each group takes its own
- * vpmaddwd, and no offset. */
+ * signed codes against Q8_0 blocks by the sign trick, whose pair sums reach 32512, so each group
+ * takes its own vpmaddwd. */
 static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int split, int T, const void *pv, int un,
                                                                    const uint8_t *a, size_t as, __m256 acc[][8],
                                                                    int first) {
+    const int x = nsh > 0; /* NB_ACT_Q8_0X blocks, else Q8_0's */
     const panel *p = pv;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 c[NB_PANEL_G];
@@ -677,10 +682,9 @@ static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int 
             for (int i = 0; i < 4; i++) q[i] = _mm256_load_si256(&p->q[u][k[i]]);
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
-                const nb_block_q8_0x *ab = act_unit(a, as, t, u);
-                const int8_t *g = ab->qs;
+                const int8_t *g = act_codes(x, a + (size_t)t * as, u);
                 __m256i hs = _mm256_setzero_si256();
-                if (nsh) {
+                if (x) {
                     #pragma GCC unroll 4
                     for (int i = 0; i < 4; i++) hs = nb_avx2_codes4(hs, q[i], g + 4 * k[i]);
                     hs = _mm256_madd_epi16(hs, ones);
@@ -693,6 +697,7 @@ static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int 
                         hs = _mm256_add_epi32(hs, _mm256_madd_epi16(pr, ones));
                     }
                 if (split) {
+                    const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
                     const __m256i isum = _mm256_add_epi32(hs, _mm256_set1_epi32(ab->ns[h] >> nsh));
                     c[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->s[u][h], _mm256_set1_ps(ab->d)), _mm256_cvtepi32_ps(isum), c[t]);
                 } else
@@ -702,10 +707,14 @@ static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int 
         if (!split)
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
-                const nb_block_q8_0x *ab = act_unit(a, as, t, u);
+                const uint8_t *at = a + (size_t)t * as;
                 __m256i isum = is[t];
-                if (nsh) isum = _mm256_add_epi32(isum, _mm256_set1_epi32((ab->ns[0] + ab->ns[1]) >> nsh));
-                c[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->s[u][0], _mm256_set1_ps(ab->d)), _mm256_cvtepi32_ps(isum), c[t]);
+                if (x) {
+                    const nb_block_q8_0x *ab = (const nb_block_q8_0x *)at + u;
+                    isum = _mm256_add_epi32(isum, _mm256_set1_epi32((ab->ns[0] + ab->ns[1]) >> nsh));
+                }
+                c[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->s[u][0], _mm256_set1_ps(act_scale(x, at, u))), _mm256_cvtepi32_ps(isum),
+                                       c[t]);
             }
     }
     #pragma GCC unroll 8
@@ -784,34 +793,35 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
 #define GEMV_LOOP_q8_0 nb_avx2_tile_loop
 #define GEMV_LOOP_nvfp4 nb_avx2_tile_loop
 /* The kernel of a panel type ty: tiles TILE, and from PANEL_MIN_TOKENS the panels on rows of at
- * most max_nu units, the token kernel panel_tokens_##tok against an NB_ACT_Q8_0X form, results by
- * out (panel.h). */
-#define KERNEL_PANEL(ty, isa, TILE, tok, out, max_nu)                                                         \
+ * most max_nu units, the token kernel panel_tokens_##tok against activation blocks nb_block_##ab,
+ * results by out (panel.h). */
+#define KERNEL_PANEL(ty, isa, TILE, tok, ab, out, max_nu)                                                     \
     TILE_TABLE(TILE, ty) PANEL_DECODE(ty)                                                                     \
     void nb_mm_##ty##_q8_0_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
                                 int64_t nt, float *y, size_t ldy) {                                          \
         if (nt >= PANEL_MIN_TOKENS && n / 32 <= (max_nu)) {                                                   \
             panel p;                                                                                          \
-            nb_panel_gemm(panel_decode_##ty, panel_tokens_##tok, &p, PU, sizeof(nb_block_q8_0x), out, n / 32, \
+            nb_panel_gemm(panel_decode_##ty, panel_tokens_##tok, &p, PU, sizeof(nb_block_##ab), out, n / 32,  \
                           w, ws, a, as, nr, nt, y, ldy);                                                      \
         } else                                                                                                \
             GEMV_LOOP(ty)(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                            \
     }                                                                                                         \
     KERNEL_SMALL(ty, isa)
-/* The kernel of an 8-lane type ty against NB_ACT_Q8_0X. */
-#define KERNEL(ty, isa, TILE) KERNEL_PANEL(ty, isa, TILE, q8_0x, NB_PANEL_TREE, INT64_MAX)
+/* The kernel of an 8-lane type ty, activations Q8_0 (act q8_0: nb_block_q8_0, panel_tokens_q8_0)
+ * or NB_ACT_Q8_0X (q8_0x). */
+#define KERNEL(ty, isa, TILE, act) KERNEL_PANEL(ty, isa, TILE, act, act, NB_PANEL_TREE, INT64_MAX)
 /* NB_ROUTE_BLOCK's panels of type ty as the function fn (a declarator: linkage, type and name; from
- * NB_BLOCK_MIN tokens), decoded by dec, tokens by panel_tokens_##tok against an NB_ACT_Q8_0X form;
- * the smaller batches of Q4_0, Q5_0 and Q8_0 take tlanes.h's token lanes (AVX2) or
+ * NB_BLOCK_MIN tokens), decoded by dec, tokens by panel_tokens_##tok against activation blocks
+ * nb_block_##ab; the smaller batches of Q4_0, Q5_0 and Q8_0 take tlanes.h's token lanes (AVX2) or
  * panels_avx512.c's row lanes. */
-#define BLOCK_PANELS(ty, fn, dec, tok)                                                                          \
+#define BLOCK_PANELS(ty, fn, dec, tok, ab)                                                                      \
     static void panel_decode_##ty##b(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *p) {     \
         panel_decode(dec, w, ws, rows, u0, un, p);                                                            \
     }                                                                                                         \
     fn(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y,      \
        size_t ldy) {                                                                                          \
         panel p;                                                                                              \
-        nb_panel_gemm(panel_decode_##ty##b, panel_tokens_##tok, &p, PU, sizeof(nb_block_q8_0x), NB_PANEL_ONE, \
+        nb_panel_gemm(panel_decode_##ty##b, panel_tokens_##tok, &p, PU, sizeof(nb_block_##ab), NB_PANEL_ONE,  \
                       n / 32, w, ws, a, as, nr, nt, y, ldy);                                                  \
     }
 /* The kernel of Q4_1 or Q5_1 against Q8_1: its tiles for every token count. */

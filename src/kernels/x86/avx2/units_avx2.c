@@ -1,27 +1,27 @@
 /*
- * units_avx2.c: Q4_0, Q5_0, Q8_0, MXFP4 and NVFP4 weights against NB_ACT_Q8_0X activations or its
- * FP4 forms, Q4_1 and Q5_1 against Q8_1, and NB_ROUTE_BLOCK's kernels, AVX2 (the kernel bodies are units.h).
+ * units_avx2.c: Q4_0, Q5_0, Q8_0, MXFP4 and NVFP4 weights against Q8_0 activations or their Q8_0X
+ * forms, Q4_1 and Q5_1 against Q8_1, and NB_ROUTE_BLOCK's kernels, AVX2 (the kernel bodies are units.h).
  */
 #include "kernels/x86/avx2/tlanes.h"
 #include "kernels/x86/avx2/units.h"
 
-KERNEL(q4_0, avx2, TILE_U)
-KERNEL(q5_0, avx2, TILE_U)
-KERNEL(q8_0, avx2, TILE_S)
-KERNEL_PANEL(mxfp4, avx2, TILE_MX, mx, NB_PANEL_ONE, INT64_MAX)
+KERNEL(q4_0, avx2, TILE_U, q8_0x)
+KERNEL(q5_0, avx2, TILE_U, q8_0x)
+KERNEL(q8_0, avx2, TILE_S, q8_0)
+KERNEL_PANEL(mxfp4, avx2, TILE_MX, mx, q8_0x, NB_PANEL_ONE, INT64_MAX)
 /* NVFP4's panels only where a row fits one chunk (PU units): its tiles decode a row pair into one
  * register pair cheaply, and on longer rows, whose chunks restart the lanes' chains and scale
  * products, they read as fast or faster (bench_gemm, 1 thread, a first-generation Zen core: the
  * panels 1.1-1.15x the tiles on rows of 640 and 1024 elements, 1.0x on 2048, 0.9x on 8192;
  * docs/BENCHMARKS.md, stop 42) */
-KERNEL_PANEL(nvfp4, avx2, TILE_NV, nv, NB_PANEL_TREE, PU)
-BLOCK_PANELS(q4_0, static void panels_q4_0b, dec_q4_0u, q4_0b)
-BLOCK_PANELS(q5_0, static void panels_q5_0b, dec_q5_0u, q5_0b)
-BLOCK_PANELS(q8_0, static void panels_q8_0b, dec_q8_0, q8_0b)
+KERNEL_PANEL(nvfp4, avx2, TILE_NV, nv, q8_0x, NB_PANEL_TREE, PU)
+BLOCK_PANELS(q4_0, static void panels_q4_0b, dec_q4_0u, q4_0b, q8_0x)
+BLOCK_PANELS(q5_0, static void panels_q5_0b, dec_q5_0u, q5_0b, q8_0x)
+BLOCK_PANELS(q8_0, static void panels_q8_0b, dec_q8_0, q8_0b, q8_0)
 /* NVFP4's block order takes one fma per 16-element sub-block: the panels only, from NB_BLOCK_MIN tokens */
-BLOCK_PANELS(nvfp4, void nb_mm_nvfp4_block_avx2, dec_nvfp4, nvfp4b)
-TL_KERNEL(q4_0, avx2, TL_U, dec_q4_0u, q4_0_nsh, panels_q4_0b)
-TL_KERNEL(q5_0, avx2, TL_U, dec_q5_0u, q5_0_nsh, panels_q5_0b)
-TL_KERNEL(q8_0, avx2, TL_S, dec_q8_0, 0, panels_q8_0b)
+BLOCK_PANELS(nvfp4, void nb_mm_nvfp4_block_avx2, dec_nvfp4, nvfp4b, q8_0x)
+TL_KERNEL(q4_0, avx2, TL_U, dec_q4_0u, 1, q4_0_nsh, panels_q4_0b)
+TL_KERNEL(q5_0, avx2, TL_U, dec_q5_0u, 1, q5_0_nsh, panels_q5_0b)
+TL_KERNEL(q8_0, avx2, TL_S, dec_q8_0, 0, 0, panels_q8_0b)
 KERNEL_MIN(q4_1, avx2)
 KERNEL_MIN(q5_1, avx2)
