@@ -17,7 +17,7 @@
 #include "kernels/x86/avx2/avx2.h"
 #include "kernels/x86/avx2/panel.h"
 
-enum { PV_KEYS = 8 };
+enum { PV_KEYS = 16 };
 
 /* A value row of D elements to f32, exactly: F32 and F16 with vector loads and conversions, Q8_0
  * and Q4_0 as d * q, BF16 through the type table. */
@@ -101,26 +101,27 @@ static inline __attribute__((always_inline)) __m256 load8(int type, const uint8_
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + 2 * (size_t)d))), 16));
 }
 
-/* Elements d..d+31 of a value row into 4 registers, decoded in place (d a multiple of 32: one
- * Q8_0 / Q4_0 block). */
-static inline __attribute__((always_inline)) void load32(int vtype, const uint8_t *row, int d, __m256 x[4]) {
+/* Elements d..d+W-1 of a value row into W/8 registers (W 16 or 32, d a multiple of W), decoded in
+ * place: W = 32 is one Q8_0 / Q4_0 block, W = 16 half of one. */
+static inline __attribute__((always_inline)) void loadw(int vtype, const uint8_t *row, int d, int W, __m256 x[4]) {
     if (vtype == NB_TYPE_F16 || vtype == NB_TYPE_F32 || vtype == NB_TYPE_BF16) {
         #pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) x[k] = load8(vtype, row, d + 8 * k);
+        for (int k = 0; k < W / 8; k++) x[k] = load8(vtype, row, d + 8 * k);
     } else if (vtype == NB_TYPE_Q8_0) {
         const nb_block_q8_0 *b = (const nb_block_q8_0 *)row + d / NB_QK8_0;
         const __m256 s = _mm256_set1_ps(_cvtsh_ss(b->d));
         #pragma GCC unroll 4
-        for (int k = 0; k < 4; k++)
-            x[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + 8 * k)))), s);
-    } else { /* Q4_0 */
+        for (int k = 0; k < W / 8; k++)
+            x[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + (W == 32 ? 0 : d % NB_QK8_0) + 8 * k)))), s);
+    } else { /* Q4_0: elements 0..15 in the low nibbles, 16..31 in the high ones */
         const nb_block_q4_0 *b = (const nb_block_q4_0 *)row + d / NB_QK4_0;
         const __m256 s = _mm256_set1_ps(_cvtsh_ss(b->d));
         const __m128i bytes = _mm_loadu_si128((const __m128i *)b->qs), m = _mm_set1_epi8(15), e = _mm_set1_epi8(8);
         const __m128i lo = _mm_sub_epi8(_mm_and_si128(bytes, m), e), hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), m), e);
         const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
         #pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) x[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[k])), s);
+        for (int k = 0; k < W / 8; k++)
+            x[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[(W == 32 ? 0 : (d % NB_QK4_0) / 8) + k])), s);
     }
 }
 
@@ -134,7 +135,7 @@ void nb_attn_decode_chunk_avx2(int vtype, const uint8_t *v, size_t vs, int n, in
         _mm_prefetch((const char *)next + last, _MM_HINT_T1);
         if (w == NB_ATTN_CHUNK) {
             __m256 x[4];
-            load32(vtype, row, d, x);
+            loadw(vtype, row, d, NB_ATTN_CHUNK, x);
             #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) _mm256_storeu_ps(vf + (size_t)j * NB_ATTN_CHUNK + 8 * k, x[k]);
         } else {
@@ -143,47 +144,58 @@ void nb_attn_decode_chunk_avx2(int vtype, const uint8_t *v, size_t vs, int n, in
     }
 }
 
-/* Few rows (decode: a kv head's query heads): elements d..d+31 of one or two rows held in
- * registers over nk value rows (a group of PV_KEYS, in L1 after the first 32 elements), each
- * decoded in registers as it goes by. */
-static inline __attribute__((always_inline)) void direct32(int vtype, const uint8_t *v, size_t vs, int nk, int D,
-                                                           const float *p, size_t ldp, int two, float *acc, int d) {
-    __m256 a0[4], a1[4];
+/* Few rows (decode: a kv head's query heads): elements d..d+W-1 of R rows (R * W / 8 <= 8
+ * accumulators) held in registers over n value rows (a group of PV_KEYS, in L1 after the first
+ * elements), each decoded in registers once for all R rows as it goes by. Three or four rows
+ * take their weights broadcast already (pb[4 * j + r], a plain load: on a first-generation Zen
+ * core vbroadcastss from memory slows the conversions beside it, docs/BENCHMARKS.md); one or
+ * two broadcast them from p, which measured faster there. */
+static inline __attribute__((always_inline)) void direct_tile(int vtype, int R, int W, const uint8_t *v, size_t vs, int n,
+                                                              int D, const __m256 *pb, const float *p, size_t ldp, float *acc, int d) {
+    __m256 a[4][4];
     #pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) {
-        a0[k] = _mm256_loadu_ps(acc + d + 8 * k);
-        a1[k] = two ? _mm256_loadu_ps(acc + (size_t)D + d + 8 * k) : a0[k];
-    }
-    for (int j = 0; j < nk; j++) {
-        __m256 x[4];
-        if (d == 0) /* the group after this one, as its first 32 elements go by */
-            for (size_t o = 0; o < vs; o += 64) _mm_prefetch((const char *)v + (size_t)(j + PV_KEYS) * vs + o, _MM_HINT_T0);
-        load32(vtype, v + (size_t)j * vs, d, x);
-        const __m256 w0 = _mm256_broadcast_ss(p + j);
+    for (int r = 0; r < R; r++)
         #pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) a0[k] = _mm256_fmadd_ps(w0, x[k], a0[k]);
-        if (two) {
-            const __m256 w1 = _mm256_broadcast_ss(p + ldp + (size_t)j);
+        for (int k = 0; k < W / 8; k++) a[r][k] = _mm256_loadu_ps(acc + (size_t)r * D + d + 8 * k);
+    for (int j = 0; j < n; j++) {
+        __m256 x[4];
+        /* the group after this one, the part of its rows this tile will read there */
+        _mm_prefetch((const char *)v + (size_t)(j + PV_KEYS) * vs + (size_t)d * vs / (size_t)D, _MM_HINT_T0);
+        loadw(vtype, v + (size_t)j * vs, d, W, x);
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m256 w = R > 2 ? pb[4 * j + r] : _mm256_broadcast_ss(p + (size_t)r * ldp + (size_t)j);
             #pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) a1[k] = _mm256_fmadd_ps(w1, x[k], a1[k]);
+            for (int k = 0; k < W / 8; k++) a[r][k] = _mm256_fmadd_ps(w, x[k], a[r][k]);
         }
     }
     #pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) {
-        _mm256_storeu_ps(acc + d + 8 * k, a0[k]);
-        if (two) _mm256_storeu_ps(acc + (size_t)D + d + 8 * k, a1[k]);
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 4
+        for (int k = 0; k < W / 8; k++) _mm256_storeu_ps(acc + (size_t)r * D + d + 8 * k, a[r][k]);
+}
+
+/* rows <= 4 over nk value rows, PV_KEYS at a time: one or two rows 32 elements a tile, three or
+ * four 16. */
+static inline __attribute__((always_inline)) void direct(int vtype, const uint8_t *v, size_t vs, int nk, int D,
+                                                         const float *p, size_t ldp, int rows, float *acc) {
+    __m256 pb[4 * PV_KEYS];
+    for (int j0 = 0; j0 < nk; j0 += PV_KEYS) {
+        const int n = nk - j0 < PV_KEYS ? nk - j0 : PV_KEYS;
+        const uint8_t *vj = v + (size_t)j0 * vs;
+        for (int j = 0; j < n && rows > 2; j++)
+            for (int r = 0; r < rows; r++) pb[4 * j + r] = _mm256_set1_ps(p[(size_t)r * ldp + (size_t)(j0 + j)]);
+        for (int d = 0; d < D; d += rows > 2 ? 16 : 32)
+            if (rows == 4) direct_tile(vtype, 4, 16, vj, vs, n, D, pb, p + j0, ldp, acc, d);
+            else if (rows == 3) direct_tile(vtype, 3, 16, vj, vs, n, D, pb, p + j0, ldp, acc, d);
+            else if (rows == 2) direct_tile(vtype, 2, 32, vj, vs, n, D, pb, p + j0, ldp, acc, d);
+            else direct_tile(vtype, 1, 32, vj, vs, n, D, pb, p + j0, ldp, acc, d);
     }
 }
 
-#define PV_DIRECT(name, T)                                                                                                 \
+#define PV_DIRECT(name, T)                                                                                         \
     static void direct_##name(const uint8_t *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows, float *acc) { \
-        for (int j0 = 0; j0 < nk; j0 += PV_KEYS) {                                                                     \
-            const int n = nk - j0 < PV_KEYS ? nk - j0 : PV_KEYS;                                                       \
-            const uint8_t *vj = v + (size_t)j0 * vs;                                                                   \
-            for (int r = 0; r < rows; r += 2)                                                                          \
-                for (int d = 0; d < D; d += 32)                                                                        \
-                    direct32(T, vj, vs, n, D, p + (size_t)r * ldp + (size_t)j0, ldp, rows - r >= 2, acc + (size_t)r * D, d); \
-        }                                                                                                              \
+        direct(T, v, vs, nk, D, p, ldp, rows, acc);                                                                \
     }
 PV_DIRECT(f16, NB_TYPE_F16)
 PV_DIRECT(f32, NB_TYPE_F32)

@@ -7,7 +7,9 @@
  * fma sequence in either, so both give the same bits; from 17 tokens the AVX-512 set takes its
  * 16-row panels (below), in the same order. Before including, define FL_TMAX and FL_ISA
  * (the suffix of the nb_mm_<type>_f32_<isa> entry points; nb_mm_<type>_small_f32_<isa> are their small batches,
- * kernels.h's mm_small: the same tiles, each output the same fma sequence).
+ * kernels.h's mm_small: the same tiles, each output the same fma sequence). The F16 route in
+ * llama.cpp's single-row order (NB_ROUTE_VEC) takes 4 tokens in both: AVX2 by row pairs, one
+ * accumulator index at a time (tile_f16_vec_jpass).
  */
 #include "kernels/x86/avx2/avx2.h"
 #include "kernels/x86/avx2/panel.h"
@@ -204,8 +206,38 @@ FL_KERNEL(f32)
 FL_KERNEL(f16)
 FL_KERNEL(bf16)
 
-/* F16 in llama.cpp's single-row order (NB_ROUTE_VEC, kernels/api.h): four accumulators per output, so
- * a tile's rows go one at a time against its T tokens (4*T accumulators). */
+/* F16 in llama.cpp's single-row order (NB_ROUTE_VEC, kernels/api.h): four accumulators per output.
+ * Row wr's outputs for T <= 4 tokens from their accumulators acc[t][0..3]: lanes m + (m+4) of
+ * each token's (0+2)+(1+3), then one vphaddps tree for the tokens (lane t of the result is
+ * ((u0+u1)+(u2+u3)) of token t), the elements past the last multiple of 32 added in double. */
+static inline __attribute__((always_inline)) void f16_vec_store(int T, __m256 acc[][4], const uint8_t *wr,
+                                                                int64_t np, int64_t n, const uint8_t *a, size_t as,
+                                                                float *y, size_t ldy) {
+    __m128 u[4];
+    #pragma GCC unroll 4
+    for (int t = 0; t < 4; t++) {
+        if (t < T) {
+            const __m256 s = _mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][2]), _mm256_add_ps(acc[t][1], acc[t][3]));
+            u[t] = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+        } else {
+            u[t] = _mm_setzero_ps();
+        }
+    }
+    float v[4];
+    _mm_storeu_ps(v, _mm_hadd_ps(_mm_hadd_ps(u[0], u[1]), _mm_hadd_ps(u[2], u[3])));
+    #pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+        if (np < n) {
+            double sum = v[t];
+            const float *at = (const float *)(a + (size_t)t * as);
+            for (int64_t i = np; i < n; i++) sum += (double)(one_f16(wr, i) * at[i]);
+            v[t] = (float)sum;
+        }
+        y[(size_t)t * ldy] = v[t];
+    }
+}
+
+/* A tile's rows one at a time against its T <= FL_TMAX tokens, the 4*T accumulators in registers. */
 static inline __attribute__((always_inline)) void tile_f16_vec(int R, int T, int64_t n, const uint8_t *w, size_t ws,
                                                                size_t rs, const uint8_t *a, size_t as, float *y,
                                                                size_t ldy) {
@@ -229,46 +261,108 @@ static inline __attribute__((always_inline)) void tile_f16_vec(int R, int T, int
                     acc[t][j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps((const float *)(a + (size_t)t * as) + i + 8 * j), acc[t][j]);
             }
         }
-        /* lanes m + (m+4) of each token's (0+2)+(1+3), then one vphaddps tree for the tokens:
-         * lane t of the result is ((u0+u1)+(u2+u3)) of token t */
-        __m128 u[4];
-        #pragma GCC unroll 4
-        for (int t = 0; t < 4; t++) {
-            if (t < T) {
-                const __m256 s = _mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][2]), _mm256_add_ps(acc[t][1], acc[t][3]));
-                u[t] = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-            } else {
-                u[t] = _mm_setzero_ps();
-            }
+        f16_vec_store(T, acc, wr, np, n, a, as, y + (size_t)r * rs, ldy);
+    }
+}
+
+#if FL_TMAX == 2
+/* AVX2's 16 registers hold one row's accumulators for 2 tokens, so against 3 or 4 tokens (decode
+ * attention's query heads) tile_f16_vec converts each element twice and loads a query vector per
+ * fma. Here the rows go by in pairs once per accumulator index j instead (elements 32i + 8j ..
+ * 32i + 8j + 7), that index's 2 x T accumulators in registers, the others parked meanwhile: each
+ * element converted once, each query vector loaded once for both rows. Rows longer than JP_CHUNK
+ * elements go a chunk at a time, so that the tokens' part stays in L1 for all 4 x R/2 passes
+ * (unfused attention's transposed V rows are as long as the context). Every accumulator takes
+ * the same fmas in the same order, so the bits are tile_f16_vec's. */
+enum { JP_CHUNK = 512 };
+
+/* Index j's elements in i0 .. i1-1 of row w0 (and w1 when P == 2) into the T tokens' accumulators
+ * c0 (c1); the rows `next` bytes on are asked for as tile_f16_vec asks for its next row. */
+static inline __attribute__((always_inline)) void jpass_span(int P, int T, int j, const uint8_t *w0, const uint8_t *w1,
+                                                             size_t next, const uint8_t *a, size_t as, int64_t i0,
+                                                             int64_t i1, __m256 c0[4], __m256 c1[4]) {
+    for (int64_t i = i0 + 8 * j; i < i1; i += 32) {
+        if (j == 0) {
+            _mm_prefetch((const char *)(w0 + next) + 2 * i, _MM_HINT_T0);
+            if (P == 2) _mm_prefetch((const char *)(w1 + next) + 2 * i, _MM_HINT_T0);
         }
-        float v[4];
-        _mm_storeu_ps(v, _mm_hadd_ps(_mm_hadd_ps(u[0], u[1]), _mm_hadd_ps(u[2], u[3])));
-        #pragma GCC unroll 8
+        const __m256 x0 = load_f16(w0, i), x1 = P == 2 ? load_f16(w1, i) : x0;
+        #pragma GCC unroll 4
         for (int t = 0; t < T; t++) {
-            if (np < n) { /* the elements past the last 32, added in double */
-                double sum = v[t];
-                const float *at = (const float *)(a + (size_t)t * as);
-                for (int64_t i = np; i < n; i++) sum += (double)(one_f16(wr, i) * at[i]);
-                v[t] = (float)sum;
-            }
-            y[(size_t)t * ldy + (size_t)r * rs] = v[t];
+            const __m256 q = _mm256_loadu_ps((const float *)(a + (size_t)t * as) + i);
+            c0[t] = _mm256_fmadd_ps(x0, q, c0[t]);
+            if (P == 2) c1[t] = _mm256_fmadd_ps(x1, q, c1[t]);
         }
     }
 }
 
-#define FL_VTILE(R, T)                                                                                        \
+static inline __attribute__((always_inline)) void tile_f16_vec_jpass(int R, int T, int64_t n, const uint8_t *w,
+                                                                     size_t ws, size_t rs, const uint8_t *a, size_t as,
+                                                                     float *y, size_t ldy) {
+    const int64_t np = n & ~(int64_t)31;
+    const size_t next = 2 * rs * ws; /* the next pair */
+    __m256 acc[4][4][4];             /* [row][token][j] */
+    if (np <= JP_CHUNK) {            /* a pair's 4 passes, then its outputs */
+        for (int r = 0; r < R; r += 2) {
+            const int P = R - r < 2 ? 1 : 2;
+            const uint8_t *w0 = w + (size_t)r * rs * ws, *w1 = w0 + rs * ws;
+            #pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                __m256 c0[4], c1[4];
+                #pragma GCC unroll 4
+                for (int t = 0; t < T; t++) c0[t] = c1[t] = _mm256_setzero_ps();
+                jpass_span(P, T, j, w0, w1, next, a, as, 0, np, c0, c1);
+                #pragma GCC unroll 4
+                for (int t = 0; t < T; t++) acc[r][t][j] = c0[t], acc[r + 1][t][j] = c1[t];
+            }
+        }
+    } else { /* chunk by chunk, every pair's accumulators parked between chunks */
+        #pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            #pragma GCC unroll 4
+            for (int t = 0; t < T; t++)
+                #pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) acc[r][t][j] = _mm256_setzero_ps();
+        for (int64_t c = 0; c < np; c += JP_CHUNK) {
+            const int64_t ce = np - c < JP_CHUNK ? np : c + JP_CHUNK;
+            for (int r = 0; r < R; r += 2) {
+                const int P = R - r < 2 ? 1 : 2;
+                const uint8_t *w0 = w + (size_t)r * rs * ws, *w1 = w0 + rs * ws;
+                for (int j = 0; j < 4; j++) {
+                    __m256 c0[4], c1[4];
+                    #pragma GCC unroll 4
+                    for (int t = 0; t < T; t++) c0[t] = acc[r][t][j], c1[t] = acc[r + 1][t][j];
+                    jpass_span(P, T, j, w0, w1, next, a, as, c, ce, c0, c1);
+                    #pragma GCC unroll 4
+                    for (int t = 0; t < T; t++) acc[r][t][j] = c0[t], acc[r + 1][t][j] = c1[t];
+                }
+            }
+        }
+    }
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) f16_vec_store(T, acc[r], w + (size_t)r * rs * ws, np, n, a, as, y + (size_t)r * rs, ldy);
+}
+#endif
+
+#define FL_VTILE(R, T, body)                                                                                  \
     static void f16_vec_##R##x##T(int64_t n, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,         \
                                   size_t as, float *y, size_t ldy) {                                          \
-        tile_f16_vec(R, T, n, w, ws, rs, a, as, y, ldy);                                                      \
+        body(R, T, n, w, ws, rs, a, as, y, ldy);                                                              \
     }
+/* Up to 4 tokens in either set: AVX2 takes 3 and 4 by row pairs per accumulator index. */
 #if FL_TMAX == 2
-#define FL_VTILES_R(R) FL_VTILE(R, 1) FL_VTILE(R, 2)
+#define FL_VTILES_R(R)                                                                                        \
+    FL_VTILE(R, 1, tile_f16_vec) FL_VTILE(R, 2, tile_f16_vec) FL_VTILE(R, 3, tile_f16_vec_jpass)                \
+    FL_VTILE(R, 4, tile_f16_vec_jpass)
 #else
-#define FL_VTILES_R(R) FL_VTILE(R, 1) FL_VTILE(R, 2) FL_VTILE(R, 3) FL_VTILE(R, 4)
+#define FL_VTILES_R(R)                                                                                        \
+    FL_VTILE(R, 1, tile_f16_vec) FL_VTILE(R, 2, tile_f16_vec) FL_VTILE(R, 3, tile_f16_vec) FL_VTILE(R, 4, tile_f16_vec)
 #endif
 FL_VTILES_R(1) FL_VTILES_R(2) FL_VTILES_R(3) FL_VTILES_R(4)
-static const nb_avx2_tile_fn tiles_f16_vec[FL_RMAX * FL_TMAX] = FL_TABLE(f16_vec);
+static const nb_avx2_tile_fn tiles_f16_vec[FL_RMAX * 4] = {
+    f16_vec_1x1, f16_vec_1x2, f16_vec_1x3, f16_vec_1x4, f16_vec_2x1, f16_vec_2x2, f16_vec_2x3, f16_vec_2x4,
+    f16_vec_3x1, f16_vec_3x2, f16_vec_3x3, f16_vec_3x4, f16_vec_4x1, f16_vec_4x2, f16_vec_4x3, f16_vec_4x4};
 void FL_NAME(f16_vec, FL_ISA)(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
                               float *y, size_t ldy) {
-    nb_avx2_tile_loop(tiles_f16_vec, FL_TMAX, n, w, ws, a, as, nr, nt, y, ldy);
+    nb_avx2_tile_loop(tiles_f16_vec, 4, n, w, ws, a, as, nr, nt, y, ldy);
 }
