@@ -149,7 +149,7 @@ void nb_attn_decode_chunk_avx2(int vtype, const uint8_t *v, size_t vs, int n, in
  * elements), each decoded in registers once for all R rows as it goes by. Three or four rows
  * take their weights broadcast already (pb[4 * j + r], a plain load: on a first-generation Zen
  * core vbroadcastss from memory slows the conversions beside it, docs/BENCHMARKS.md); one or
- * two broadcast them from p, which measured faster there. */
+ * two broadcast them from p as they go (pre-broadcast, they measured no faster). */
 static inline __attribute__((always_inline)) void direct_tile(int vtype, int R, int W, const uint8_t *v, size_t vs, int n,
                                                               int D, const __m256 *pb, const float *p, size_t ldp, float *acc, int d) {
     __m256 a[4][4];
