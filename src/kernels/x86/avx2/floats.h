@@ -316,9 +316,10 @@ static inline __attribute__((always_inline)) void tile_f16_vec_jpass(int R, int 
                 for (int t = 0; t < T; t++) acc[r][t][j] = c0[t], acc[r + 1][t][j] = c1[t];
             }
         }
-    } else { /* chunk by chunk, every pair's accumulators parked between chunks */
+    } else { /* chunk by chunk, every pair's accumulators parked between chunks (all 4 rows' set, so
+              * that a lone last row's pair reads defined values) */
         #pragma GCC unroll 4
-        for (int r = 0; r < R; r++)
+        for (int r = 0; r < 4; r++)
             #pragma GCC unroll 4
             for (int t = 0; t < T; t++)
                 #pragma GCC unroll 4
