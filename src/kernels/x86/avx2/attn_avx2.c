@@ -32,7 +32,7 @@ static void decode_row(int vtype, const uint8_t *src, float *dst, int D) {
     } else if (vtype == NB_TYPE_Q8_0) {
         const nb_block_q8_0 *b = (const nb_block_q8_0 *)src;
         for (int i = 0; i < D / NB_QK8_0; i++) {
-            const __m256 s = _mm256_set1_ps(_cvtsh_ss(b[i].d));
+            const __m256 s = nb_avx2_fp16_bcast(b[i].d);
             for (int k = 0; k < 4; k++) {
                 const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b[i].qs + 8 * k)));
                 _mm256_storeu_ps(dst + 32 * i + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(q), s));
@@ -41,7 +41,7 @@ static void decode_row(int vtype, const uint8_t *src, float *dst, int D) {
     } else if (vtype == NB_TYPE_Q4_0) {
         const nb_block_q4_0 *b = (const nb_block_q4_0 *)src;
         for (int i = 0; i < D / NB_QK4_0; i++) {
-            const __m256 s = _mm256_set1_ps(_cvtsh_ss(b[i].d));
+            const __m256 s = nb_avx2_fp16_bcast(b[i].d);
             const __m128i bytes = _mm_loadu_si128((const __m128i *)b[i].qs), m = _mm_set1_epi8(15), e = _mm_set1_epi8(8);
             const __m128i lo = _mm_sub_epi8(_mm_and_si128(bytes, m), e), hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), m), e);
             const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
@@ -109,19 +109,22 @@ static inline __attribute__((always_inline)) void loadw(int vtype, const uint8_t
         for (int k = 0; k < W / 8; k++) x[k] = load8(vtype, row, d + 8 * k);
     } else if (vtype == NB_TYPE_Q8_0) {
         const nb_block_q8_0 *b = (const nb_block_q8_0 *)row + d / NB_QK8_0;
-        const __m256 s = _mm256_set1_ps(_cvtsh_ss(b->d));
+        const __m256 s = nb_avx2_fp16_bcast(b->d);
         #pragma GCC unroll 4
         for (int k = 0; k < W / 8; k++)
             x[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + (W == 32 ? 0 : d % NB_QK8_0) + 8 * k)))), s);
     } else { /* Q4_0: elements 0..15 in the low nibbles, 16..31 in the high ones */
         const nb_block_q4_0 *b = (const nb_block_q4_0 *)row + d / NB_QK4_0;
-        const __m256 s = _mm256_set1_ps(_cvtsh_ss(b->d));
+        const __m256 s = nb_avx2_fp16_bcast(b->d);
         const __m128i bytes = _mm_loadu_si128((const __m128i *)b->qs), m = _mm_set1_epi8(15), e = _mm_set1_epi8(8);
-        const __m128i lo = _mm_sub_epi8(_mm_and_si128(bytes, m), e), hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), m), e);
+        /* W = 16 decodes the nibbles of its half only, by a shift of 0 or 4 that stays the same
+         * over the tile's rows (a part chosen by index went through the stack) */
+        const __m128i nib = W == 32 ? bytes : _mm_srl_epi16(bytes, _mm_cvtsi32_si128(d & 16 ? 4 : 0));
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(nib, m), e);
+        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), m), e);
         const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
         #pragma GCC unroll 4
-        for (int k = 0; k < W / 8; k++)
-            x[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[(W == 32 ? 0 : (d % NB_QK4_0) / 8) + k])), s);
+        for (int k = 0; k < W / 8; k++) x[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[k])), s);
     }
 }
 

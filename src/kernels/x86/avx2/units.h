@@ -41,8 +41,6 @@ static inline __m256i nibbles(const uint8_t *p) {
     return _mm256_and_si256(_mm256_srlv_epi32(b, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)), _mm256_set1_epi8(15));
 }
 
-static inline __m256 fp16_bcast(uint16_t h) { return _mm256_set1_ps(_cvtsh_ss(h)); }
-
 /* E2M1 codes doubled (as ggml, with halved scales) plus 16: the FP4 types' unsigned codes,
  * 4..28 (offset 16, so nsh 3 in tile_fp4). */
 static inline __m256i e2m1_table(void) {
@@ -84,10 +82,10 @@ static inline __m256i ucode_q5_1(const uint8_t *row, int64_t u) {
 
 /* Q4_0 and Q5_0 as their unsigned codes (NB_ROUTE_BLOCK's panels), and signed (the 8-lane panels). */
 static inline unit dec_q4_0u(const uint8_t *row, int64_t u) {
-    return (unit){ucode_q4_0(row, u), fp16_bcast(((const nb_block_q4_0 *)row + u)->d)};
+    return (unit){ucode_q4_0(row, u), nb_avx2_fp16_bcast(((const nb_block_q4_0 *)row + u)->d)};
 }
 static inline unit dec_q5_0u(const uint8_t *row, int64_t u) {
-    return (unit){ucode_q5_0(row, u), fp16_bcast(((const nb_block_q5_0 *)row + u)->d)};
+    return (unit){ucode_q5_0(row, u), nb_avx2_fp16_bcast(((const nb_block_q5_0 *)row + u)->d)};
 }
 static inline unit dec_q4_0(const uint8_t *row, int64_t u) {
     const unit x = dec_q4_0u(row, u);
@@ -100,7 +98,7 @@ static inline unit dec_q5_0(const uint8_t *row, int64_t u) {
 
 static inline unit dec_q8_0(const uint8_t *row, int64_t u) {
     const nb_block_q8_0 *b = (const nb_block_q8_0 *)row + u;
-    return (unit){_mm256_loadu_si256((const __m256i *)b->qs), fp16_bcast(b->d)};
+    return (unit){_mm256_loadu_si256((const __m256i *)b->qs), nb_avx2_fp16_bcast(b->d)};
 }
 /* Q8_0 as unsigned codes w + 128, for group sums in dwords (VNNI's panels; vpmaddubsw's word
  * pair sums could overflow with them). */
@@ -214,7 +212,7 @@ static inline __attribute__((always_inline)) void tile_s(dec_fn dec, int ub, int
         for (int t = 0; t < T; t++) {
             const nb_block_q8_0 *ab = (const nb_block_q8_0 *)(a + (size_t)t * as) + u;
             aq[t] = _mm256_loadu_si256((const __m256i *)ab->qs);
-            sd[t] = _mm256_mul_ps(s8, fp16_bcast(ab->d));
+            sd[t] = _mm256_mul_ps(s8, nb_avx2_fp16_bcast(ab->d));
         }
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++)
