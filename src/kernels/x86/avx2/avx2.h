@@ -48,8 +48,8 @@ static inline float nb_avx2_lane_sum(__m256 v) {
 /* An fp16 value widened into all 8 lanes: one broadcast of the 16 bits from memory and one
  * conversion, where _mm256_set1_ps(_cvtsh_ss(h)) compiles to four instructions (zero, insert,
  * convert, broadcast). On a first-generation Zen core the decode value sums of Q8_0 and Q4_0 cells
- * ran 1.05-1.07x faster with it; the unit kernels' GEMV and GEMM read the same
- * (docs/BENCHMARKS.md, stop 46). */
+ * ran 1.05-1.07x faster with it (one query row of Q4_0 3-5 % slower); the unit kernels' GEMV and
+ * GEMM read the same (docs/BENCHMARKS.md, stop 46). */
 static inline __m256 nb_avx2_fp16_bcast(uint16_t h) { return _mm256_cvtph_ps(_mm_set1_epi16((short)h)); }
 
 /* The exact sum of the 8 dwords of v (an integer sum: any order gives the same value). */
