@@ -1,6 +1,7 @@
 /*
  * run.c: `nibble run`, text generation with llama.cpp's flags and defaults; `--chat` for an
- * interactive conversation on standard input in the model's chat template. The generation loop
+ * interactive conversation on standard input in the model's chat template (-p or -f, if given, is
+ * its first user turn, as llama-cli's; -st ends it after one reply). The generation loop
  * (nb_generate) and the conversation (nb_conv) are the library's; this file parses flags, reads
  * lines and prints. Timings and peak memory go to stderr.
  *
@@ -27,7 +28,7 @@
 
 typedef struct run_opts {
     const char *model, *prompt, *file, *system, *chat_template;
-    int n_predict, n_threads, n_ctx, n_batch, chat, kv_f32, no_escape, ignore_eos, verbose_prompt;
+    int n_predict, n_threads, n_ctx, n_batch, chat, single_turn, kv_f32, no_escape, ignore_eos, verbose_prompt;
     int context_shift, keep;
     arg_strs stop;
     arg_cache cache;
@@ -73,7 +74,9 @@ static const char USAGE[] =
     "  -r, --reverse-prompt TEXT stop generating (in --chat: the reply) at TEXT, which is not printed;\n"
     "                            repeatable, at most 16\n"
     "  -cnv, --chat              interactive chat on standard input in the model's chat template;\n"
-    "                            one line a turn, at most 1 MiB; a full context drops the oldest turns\n"
+    "                            one line a turn, at most 1 MiB; a full context drops the oldest turns;\n"
+    "                            -p or -f is the first user turn (then the input's lines follow)\n"
+    "  -st, --single-turn        --chat answers one turn (-p/-f, or the first line) and exits\n"
     "  --chat-template NAME      the template for --chat instead of the file's (llama.cpp's names:\n"
     "                            gemma, llama3, chatml, phi3, llama2, mistral-v7, ...; a bad name lists them)\n"
     "  -sys, --system TEXT       system text for --chat (placed as the template places it)\n"
@@ -113,6 +116,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         OPT_STRS("-r|--reverse-prompt", &o->stop),
         OPT_STR("-sys|--system|--system-prompt", &o->system),
         OPT_FLAG("-cnv|--chat|--conversation", &o->chat),
+        OPT_FLAG("-st|--single-turn", &o->single_turn),
         OPT_STR("--chat-template", &o->chat_template),
         OPT_CACHE(&o->cache),
         OPT_FLAG("--kv-f32", &o->kv_f32),
@@ -127,8 +131,10 @@ static int parse(int argc, char **argv, run_opts *o) {
     int rc = arg_parse(&spec, argc, argv);
     if (rc >= 0) return rc;
     if (!o->model) return arg_usage_error(&spec, "-m MODEL is required");
-    if (o->chat && (o->prompt || o->file))
-        return arg_usage_error(&spec, "--chat reads the conversation from standard input: drop -p/-f");
+    if (o->chat && o->file && !strcmp(o->file, "-"))
+        return arg_usage_error(&spec, "--chat reads its turns from standard input: -f - cannot read the first one");
+    if (!o->chat && o->single_turn)
+        return arg_usage_error(&spec, "--single-turn ends --chat after one reply: add --chat");
     if (!o->chat && o->system) return arg_usage_error(&spec, "--system is the system text of --chat: add --chat or drop it");
     if (!o->chat && o->chat_template)
         return arg_usage_error(&spec, "--chat-template is the template of --chat: add --chat or drop it");
@@ -190,16 +196,17 @@ static int generate(run_state *r, const run_opts *o, const int32_t *ids, size_t 
 
 /* ------------------------------------------------------------------ chat */
 
-/* Feeds the user's line to the conversation and generates its reply. A line that does not fit
- * the context even alone is reported and skipped. Returns 0, or the exit code of a failure. */
-static int chat_turn(run_state *r, const run_opts *o, nb_conv *cv, const char *line) {
+/* Feeds the user's line to the conversation and generates its reply. A line of the input that
+ * does not fit the context even alone is reported and skipped; the -p/-f turn (given) fails.
+ * Returns 0, or the exit code of a failure. */
+static int chat_turn(run_state *r, const run_opts *o, nb_conv *cv, const char *line, int given) {
     const int n_ctx = nb_ctx_n_ctx(r->ctx);
     const int32_t *ids;
     size_t n;
     int dropped;
     nb_status s = nb_conv_prompt(cv, r->ctx, line, o->n_predict < n_ctx / 4 ? o->n_predict : n_ctx / 4, &ids, &n,
                                  &dropped);
-    if (s == NB_ERR_RANGE) {
+    if (s == NB_ERR_RANGE && !given) {
         fprintf(stderr, "nibble run: %s: the line was skipped\n", nb_last_error());
         return 0;
     }
@@ -229,7 +236,9 @@ static long read_line(char *buf) {
     return n;
 }
 
-static int chat(run_state *r, const run_opts *o) {
+/* The conversation: the first turn from -p/-f (first, or NULL), then a turn per input line, or
+ * one turn in all with --single-turn. */
+static int chat(run_state *r, const run_opts *o, const char *first) {
     char *line = malloc(CHAT_MAX_LINE + 1);
     nb_conv *cv = NULL;
     int rc = 0;
@@ -237,7 +246,11 @@ static int chat(run_state *r, const run_opts *o) {
     if (!line) return arg_error("out of memory for the input line");
     nb_status s = nb_conv_create(r->tok, r->tmpl, o->system, &cv);
     if (s) rc = arg_status(s);
-    while (!rc) {
+    if (!rc && first) {
+        rc = chat_turn(r, o, cv, first, 1);
+        putchar('\n');
+    }
+    while (!rc && !(first && o->single_turn)) {
         if (tty) fprintf(stderr, "\n> ");
         interrupted = 0;
         long len = read_line(line);
@@ -247,8 +260,13 @@ static int chat(run_state *r, const run_opts *o) {
             break;
         }
         if (!len) continue;
-        rc = chat_turn(r, o, cv, line);
+        if (strlen(line) != (size_t)len) {
+            fprintf(stderr, "nibble run: an input line holds a NUL byte: the line was skipped\n");
+            continue;
+        }
+        rc = chat_turn(r, o, cv, line, 0);
         putchar('\n');
+        if (o->single_turn) break;
     }
     nb_conv_free(cv);
     free(line);
@@ -264,7 +282,7 @@ int cmd_run(int argc, char **argv) {
     run_state r = {0};
     char *text = NULL;
     size_t len = 0;
-    if (!o.chat) { /* read the prompt first: a missing file is reported before the model loads */
+    if (o.prompt || o.file) { /* read the prompt first: a missing file is reported before the model loads */
         if (o.file) {
             if (!(text = arg_read_file(o.file, &len))) return 1;
         } else {
@@ -272,6 +290,12 @@ int cmd_run(int argc, char **argv) {
             if (!(text = strdup(o.prompt))) return arg_error("out of memory");
         }
         if (!o.no_escape) len = arg_unescape(text, len);
+        if (o.chat && o.file && len && text[len - 1] == '\n') len--; /* the last line ending, as llama-cli */
+        text[len] = '\0';
+        if (o.chat && memchr(text, '\0', len)) {
+            free(text);
+            return arg_error("the first --chat turn holds a NUL byte");
+        }
     }
     double t0 = arg_now();
     nb_status s = nb_model_load(o.model, &r.m);
@@ -316,7 +340,7 @@ int cmd_run(int argc, char **argv) {
     const double t_load = arg_now() - t0;
     cli_catch(SIGINT, on_sigint); /* Ctrl-C at the chat prompt ends the read */
     if (o.chat) {
-        rc = chat(&r, &o);
+        rc = chat(&r, &o, text && *text ? text : NULL);
     } else {
         size_t n;
         if ((rc = tokenize(&r, text, len, &n))) goto out;

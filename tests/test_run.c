@@ -372,6 +372,35 @@ TEST(unknown_architecture_refused_by_name) {
     remove(path);
 }
 
+/* llama-cli's -cnv -p: the prompt is the first user turn and the input's lines follow; -st ends
+ * the conversation after one reply (the prompt's, or the first line's); a first turn that does
+ * not fit the context fails (an input line that does not is skipped). */
+TEST(chat_first_turn_from_prompt) {
+    if (!have_model()) SKIP("model %s absent", MODEL);
+    char cmd[1024], out[8192];
+    snprintf(cmd, sizeof cmd,
+             "printf 'And of Italy?\\n' | %s run -m %s --chat -p 'What is the capital of France?' --temp 0 -n 8 "
+             "--system 'Be brief.' --verbose-prompt 2>&1 >/dev/null",
+             BIN, MODEL);
+    expect_turns(cmd, "<start_of_turn>user\nBe brief.\n\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n",
+                 "<end_of_turn>\n<start_of_turn>user\nAnd of Italy?<end_of_turn>\n<start_of_turn>model\n");
+    static const char *const single[] = {"-p 'What is the capital of France?'", ""};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "printf '\\nAnd of Italy?\\nAnd of Spain?\\n' | %s run -m %s --chat -st %s --temp 0 -n 4 "
+                 "--verbose-prompt 2>&1 >/dev/null",
+                 BIN, MODEL, single[i]);
+        int rc = test_sh(cmd, out, sizeof out);
+        const char *l1 = strstr(out, "prompt tokens");
+        CHECK(rc == 0 && l1 && !strstr(l1 + 1, "prompt tokens"), "-st %s: one turn expected, exit %d: %s", single[i], rc,
+              out);
+    }
+    snprintf(cmd, sizeof cmd, "%s run -m %s --chat -c 32 -p \"$(printf 'word %%.0s' $(seq 64))\" < /dev/null 2>&1",
+             BIN, MODEL);
+    int rc = test_sh(cmd, out, sizeof out);
+    CHECK(rc == 1 && strstr(out, "32"), "a first turn longer than the context: exit %d: %s", rc, out);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     test_nibble_bin(argv[0], BIN, sizeof BIN);
@@ -381,6 +410,7 @@ int main(int argc, char **argv) {
     RUN(context_shift_goes_on);
     RUN(chat_turns_from_stdin);
     RUN(chat_template_flag);
+    RUN(chat_first_turn_from_prompt);
     RUN(reverse_prompt_stops_generation);
     RUN(bad_flags_exit_2);
     RUN(bench_roofline_row);
