@@ -49,7 +49,8 @@ static inline float nb_avx2_lane_sum(__m256 v) {
  * conversion, where _mm256_set1_ps(_cvtsh_ss(h)) compiles to four instructions (zero, insert,
  * convert, broadcast). On a first-generation Zen core the decode value sums of Q8_0 and Q4_0 cells
  * ran 1.05-1.07x faster with it (one query row of Q4_0 3-5 % slower); the unit kernels' GEMV and
- * GEMM read the same (docs/BENCHMARKS.md, stop 46). */
+ * GEMM read the same (docs/BENCHMARKS.md, stop 46), and so do the K-quant token tiles, which take
+ * it once per 256 elements (stop 47). */
 static inline __m256 nb_avx2_fp16_bcast(uint16_t h) { return _mm256_cvtph_ps(_mm_set1_epi16((short)h)); }
 
 /* The exact sum of the 8 dwords of v (an integer sum: any order gives the same value). */

@@ -408,7 +408,7 @@ static inline __attribute__((always_inline)) void q6k_kt(int nr, int64_t nb, con
                     }
                 }
             }
-            acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)), _mm256_cvtepi32_ps(isum)),
+            acc = _mm256_fmadd_ps(_mm256_mul_ps(nb_avx2_fp16_bcast(b->d), _mm256_cvtepi32_ps(isum)),
                                   _mm256_loadu_ps(at->d), acc);
         }
         float v[8];

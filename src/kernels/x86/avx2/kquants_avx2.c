@@ -52,8 +52,8 @@ static inline __attribute__((always_inline)) void q4k_kt(int nr, int64_t nb, con
             const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm)); /* scales as words */
             const __m256i mp = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8))); /* dword c: m_2c | m_2c+1 << 16 */
             const __m256 D = _mm256_loadu_ps(at->d);
-            const __m256 dr = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)), D);
-            const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->dmin)), D);
+            const __m256 dr = _mm256_mul_ps(nb_avx2_fp16_bcast(b->d), D);
+            const __m256 dm = _mm256_mul_ps(nb_avx2_fp16_bcast(b->dmin), D);
             #pragma GCC unroll 4
             for (int c = 0; c < 4; c++) {
                 __m256i l = _mm256_setzero_si256(), h = l;
