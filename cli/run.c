@@ -28,7 +28,7 @@
 
 typedef struct run_opts {
     const char *model, *prompt, *file, *system, *chat_template;
-    int n_predict, n_threads, n_ctx, n_batch, chat, single_turn, kv_f32, no_escape, ignore_eos, verbose_prompt;
+    int n_predict, n_threads, n_ctx, n_batch, chat, no_chat, single_turn, kv_f32, no_escape, ignore_eos, verbose_prompt;
     int context_shift, keep;
     arg_strs stop;
     arg_cache cache;
@@ -77,6 +77,7 @@ static const char USAGE[] =
     "                            one line a turn, at most 1 MiB; a full context drops the oldest turns;\n"
     "                            -p or -f is the first user turn (then the input's lines follow)\n"
     "  -st, --single-turn        --chat answers one turn (-p/-f, or the first line) and exits\n"
+    "  -no-cnv                   no chat: the default here (llama-cli's flag, accepted)\n"
     "  --chat-template NAME      the template for --chat instead of the file's (llama.cpp's names:\n"
     "                            gemma, llama3, chatml, phi3, llama2, mistral-v7, ...; a bad name lists them)\n"
     "  -sys, --system TEXT       system text for --chat (placed as the template places it)\n"
@@ -117,6 +118,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         OPT_STR("-sys|--system|--system-prompt", &o->system),
         OPT_FLAG("-cnv|--chat|--conversation", &o->chat),
         OPT_FLAG("-st|--single-turn", &o->single_turn),
+        OPT_FLAG("-no-cnv|--no-conversation", &o->no_chat),
         OPT_STR("--chat-template", &o->chat_template),
         OPT_CACHE(&o->cache),
         OPT_FLAG("--kv-f32", &o->kv_f32),
@@ -133,6 +135,7 @@ static int parse(int argc, char **argv, run_opts *o) {
     if (!o->model) return arg_usage_error(&spec, "-m MODEL is required");
     if (o->chat && o->file && !strcmp(o->file, "-"))
         return arg_usage_error(&spec, "--chat reads its turns from standard input: -f - cannot read the first one");
+    if (o->chat && o->no_chat) return arg_usage_error(&spec, "--chat and -no-cnv contradict each other: drop one");
     if (!o->chat && o->single_turn)
         return arg_usage_error(&spec, "--single-turn ends --chat after one reply: add --chat");
     if (!o->chat && o->system) return arg_usage_error(&spec, "--system is the system text of --chat: add --chat or drop it");
