@@ -27,7 +27,7 @@
 #define CHAT_DEFAULT_N 1024
 
 typedef struct run_opts {
-    const char *model, *prompt, *file, *system, *chat_template;
+    const char *model, *prompt, *file, *system, *system_file, *chat_template;
     int n_predict, n_threads, n_ctx, n_batch, chat, no_chat, single_turn, kv_f32, no_escape, ignore_eos, verbose_prompt;
     int context_shift, keep;
     arg_strs stop;
@@ -81,6 +81,7 @@ static const char USAGE[] =
     "  --chat-template NAME      the template for --chat instead of the file's (llama.cpp's names:\n"
     "                            gemma, llama3, chatml, phi3, llama2, mistral-v7, ...; a bad name lists them)\n"
     "  -sys, --system TEXT       system text for --chat (placed as the template places it)\n"
+    "  -sysf FILE                the system text from a file (its last line ending dropped)\n"
     ARG_CACHE_USAGE
     "  --kv-f32                  F32 KV cache (-ctk f32 -ctv f32)\n"
     "  --no-escape               take \\n, \\t, \\xHH ... in the prompt literally\n"
@@ -116,6 +117,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         OPT_U64("-s|--seed", &o->sp.seed),
         OPT_STRS("-r|--reverse-prompt", &o->stop),
         OPT_STR("-sys|--system|--system-prompt", &o->system),
+        OPT_STR("-sysf|--system-prompt-file", &o->system_file),
         OPT_FLAG("-cnv|--chat|--conversation", &o->chat),
         OPT_FLAG("-st|--single-turn", &o->single_turn),
         OPT_FLAG("-no-cnv|--no-conversation", &o->no_chat),
@@ -138,7 +140,9 @@ static int parse(int argc, char **argv, run_opts *o) {
     if (o->chat && o->no_chat) return arg_usage_error(&spec, "--chat and -no-cnv contradict each other: drop one");
     if (!o->chat && o->single_turn)
         return arg_usage_error(&spec, "--single-turn ends --chat after one reply: add --chat");
-    if (!o->chat && o->system) return arg_usage_error(&spec, "--system is the system text of --chat: add --chat or drop it");
+    if (!o->chat && (o->system || o->system_file))
+        return arg_usage_error(&spec, "--system is the system text of --chat: add --chat or drop it");
+    if (o->system && o->system_file) return arg_usage_error(&spec, "-sys and -sysf are exclusive");
     if (!o->chat && o->chat_template)
         return arg_usage_error(&spec, "--chat-template is the template of --chat: add --chat or drop it");
     if (o->chat_template && nb_chat_template_find(o->chat_template) < 0)
@@ -283,7 +287,7 @@ int cmd_run(int argc, char **argv) {
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
     run_state r = {0};
-    char *text = NULL;
+    char *text = NULL, *sys = NULL;
     size_t len = 0;
     if (o.prompt || o.file) { /* read the prompt first: a missing file is reported before the model loads */
         if (o.file) {
@@ -300,9 +304,25 @@ int cmd_run(int argc, char **argv) {
             return arg_error("the first --chat turn holds a NUL byte");
         }
     }
+    if (o.system_file) { /* -sysf: as llama-cli reads it, without escapes, its last line ending dropped */
+        size_t n;
+        if (!(sys = arg_read_file(o.system_file, &n))) {
+            free(text);
+            return 1;
+        }
+        if (n && sys[n - 1] == '\n') sys[--n] = '\0';
+        if (memchr(sys, '\0', n)) {
+            arg_error("'%s': the system text holds a NUL byte", arg_safe(0, o.system_file));
+            free(sys);
+            free(text);
+            return 1;
+        }
+        o.system = sys;
+    }
     double t0 = arg_now();
     nb_status s = nb_model_load(o.model, &r.m);
     if (s) {
+        free(sys);
         free(text);
         return arg_status(s);
     }
@@ -375,6 +395,7 @@ int cmd_run(int argc, char **argv) {
             arg_peak_rss() / 1048576.0, nb_ctx_memory(r.ctx) / 1048576.0);
     if (interrupted) fprintf(stderr, "nibble run: interrupted\n");
 out:
+    free(sys);
     free(text);
     free(r.ids);
     nb_gen_free(r.gen);

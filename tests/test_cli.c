@@ -119,6 +119,8 @@ TEST(bad_usage_says_what_before_the_usage) {
         {"run -m M.gguf -f - --chat", "-f - cannot read the first one"},
         {"run -m M.gguf -p hi -st", "--single-turn ends --chat"},
         {"run -m M.gguf -p hi -cnv -no-cnv", "contradict"},
+        {"run -m M.gguf --chat -sys a -sysf b", "exclusive"},
+        {"run -m M.gguf -p hi -sysf b", "add --chat"},
         {"run -m M.gguf -p hi --system be-terse", "--system"},
         {"run -m M.gguf -p hi -t 1024", "[1, 256]"},
         {"run -m M.gguf -p hi --frobnicate", "unknown option '--frobnicate'"},

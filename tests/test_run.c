@@ -372,18 +372,27 @@ TEST(unknown_architecture_refused_by_name) {
     remove(path);
 }
 
-/* llama-cli's -cnv -p: the prompt is the first user turn and the input's lines follow; -st ends
- * the conversation after one reply (the prompt's, or the first line's); a first turn that does
- * not fit the context fails (an input line that does not is skipped). */
+/* llama-cli's -cnv -p: the prompt is the first user turn and the input's lines follow (the system
+ * text from -sys or from a file, -sysf); -st ends the conversation after one reply (the prompt's,
+ * or the first line's); a first turn that does not fit the context fails (an input line that does
+ * not is skipped). */
 TEST(chat_first_turn_from_prompt) {
     if (!have_model()) SKIP("model %s absent", MODEL);
-    char cmd[1024], out[8192];
-    snprintf(cmd, sizeof cmd,
-             "printf 'And of Italy?\\n' | %s run -m %s --chat -p 'What is the capital of France?' --temp 0 -n 8 "
-             "--system 'Be brief.' --verbose-prompt 2>&1 >/dev/null",
-             BIN, MODEL);
-    expect_turns(cmd, "<start_of_turn>user\nBe brief.\n\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n",
-                 "<end_of_turn>\n<start_of_turn>user\nAnd of Italy?<end_of_turn>\n<start_of_turn>model\n");
+    char cmd[1024], out[8192], sysf[] = "/tmp/nb_sysf_XXXXXX";
+    const int fd = mkstemp(sysf);
+    CHECK(fd >= 0 && write(fd, "Be brief.\n", 10) == 10, "mkstemp");
+    if (fd >= 0) close(fd);
+    static const char *const sys[] = {"--system 'Be brief.'", "-sysf "};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "printf 'And of Italy?\\n' | %s run -m %s --chat -p 'What is the capital of France?' --temp 0 -n 8 "
+                 "%s%s --verbose-prompt 2>&1 >/dev/null",
+                 BIN, MODEL, sys[i], i ? sysf : "");
+        expect_turns(cmd,
+                     "<start_of_turn>user\nBe brief.\n\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n",
+                     "<end_of_turn>\n<start_of_turn>user\nAnd of Italy?<end_of_turn>\n<start_of_turn>model\n");
+    }
+    remove(sysf);
     static const char *const single[] = {"-p 'What is the capital of France?'", ""};
     for (int i = 0; i < 2; i++) {
         snprintf(cmd, sizeof cmd,
