@@ -135,8 +135,8 @@ static int parse(int argc, char **argv, run_opts *o) {
     int rc = arg_parse(&spec, argc, argv);
     if (rc >= 0) return rc;
     if (!o->model) return arg_usage_error(&spec, "-m MODEL is required");
-    if (o->chat && o->file && !strcmp(o->file, "-"))
-        return arg_usage_error(&spec, "--chat reads its turns from standard input: -f - cannot read the first one");
+    if (o->chat && ((o->file && !strcmp(o->file, "-")) || (o->system_file && !strcmp(o->system_file, "-"))))
+        return arg_usage_error(&spec, "--chat reads its turns from standard input: -f - and -sysf - cannot read it");
     if (o->chat && o->no_chat) return arg_usage_error(&spec, "--chat and -no-cnv contradict each other: drop one");
     if (!o->chat && o->single_turn)
         return arg_usage_error(&spec, "--single-turn ends --chat after one reply: add --chat");
