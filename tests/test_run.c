@@ -407,7 +407,12 @@ TEST(chat_first_turn_from_prompt) {
     snprintf(cmd, sizeof cmd, "%s run -m %s --chat -c 32 -p \"$(printf 'word %%.0s' $(seq 64))\" < /dev/null 2>&1",
              BIN, MODEL);
     int rc = test_sh(cmd, out, sizeof out);
-    CHECK(rc == 1 && strstr(out, "32"), "a first turn longer than the context: exit %d: %s", rc, out);
+    CHECK(rc == 1 && strstr(out, "context of 32"), "a first turn longer than the context: exit %d: %s", rc, out);
+    snprintf(cmd, sizeof cmd, "printf 'a\\000b\\nHi\\n' | %s run -m %s --chat -st -n 2 --verbose-prompt 2>&1 >/dev/null",
+             BIN, MODEL);
+    rc = test_sh(cmd, out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "NUL byte: the line was skipped") && strstr(out, "prompt tokens"),
+          "an input line with a NUL byte: exit %d: %s", rc, out);
 }
 
 int main(int argc, char **argv) {
