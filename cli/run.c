@@ -28,8 +28,8 @@
 
 typedef struct run_opts {
     const char *model, *prompt, *file, *system, *system_file, *chat_template;
-    int n_predict, n_threads, n_ctx, n_batch, chat, no_chat, single_turn, kv_f32, no_escape, ignore_eos, verbose_prompt;
-    int context_shift, keep;
+    int n_predict, n_threads, n_ctx, n_batch, chat, no_chat, single_turn, kv_f32, escape, no_escape, ignore_eos;
+    int verbose_prompt, context_shift, keep;
     arg_strs stop;
     arg_cache cache;
     nb_sampler_params sp;
@@ -84,7 +84,7 @@ static const char USAGE[] =
     "  -sysf FILE                the system text from a file (its last line ending dropped)\n"
     ARG_CACHE_USAGE
     "  --kv-f32                  F32 KV cache (-ctk f32 -ctv f32)\n"
-    "  --no-escape               take \\n, \\t, \\xHH ... in the prompt literally\n"
+    "  --no-escape               take \\n, \\t, \\xHH ... in the prompt literally (-e, --escape: the default)\n"
     "  --ignore-eos              keep generating past end-of-turn/end-of-sequence (benchmarks)\n"
     "  --context-shift           a full context forgets half of what follows the kept tokens and goes on\n"
     "                            (keys rotated back), instead of stopping\n"
@@ -125,6 +125,7 @@ static int parse(int argc, char **argv, run_opts *o) {
         OPT_CACHE(&o->cache),
         OPT_FLAG("--kv-f32", &o->kv_f32),
         OPT_FLAG("--no-escape", &o->no_escape),
+        OPT_FLAG("-e|--escape", &o->escape),
         OPT_FLAG("--ignore-eos", &o->ignore_eos),
         OPT_FLAG("--context-shift", &o->context_shift),
         OPT_INT("--keep", &o->keep, -1, 1 << 24),
@@ -137,6 +138,7 @@ static int parse(int argc, char **argv, run_opts *o) {
     if (!o->model) return arg_usage_error(&spec, "-m MODEL is required");
     if (o->chat && ((o->file && !strcmp(o->file, "-")) || (o->system_file && !strcmp(o->system_file, "-"))))
         return arg_usage_error(&spec, "--chat reads its turns from standard input: -f - and -sysf - cannot read it");
+    if (o->escape && o->no_escape) return arg_usage_error(&spec, "-e and --no-escape contradict each other: drop one");
     if (o->chat && o->no_chat) return arg_usage_error(&spec, "--chat and -no-cnv contradict each other: drop one");
     if (!o->chat && o->single_turn)
         return arg_usage_error(&spec, "--single-turn ends --chat after one reply: add --chat");

@@ -120,6 +120,7 @@ TEST(bad_usage_says_what_before_the_usage) {
         {"run -m M.gguf -sysf - --chat", "-f - and -sysf - cannot"},
         {"run -m M.gguf -p hi -st", "--single-turn ends --chat"},
         {"run -m M.gguf -p hi -cnv -no-cnv", "contradict"},
+        {"run -m M.gguf -p hi -e --no-escape", "contradict"},
         {"run -m M.gguf --chat -sys a -sysf b", "exclusive"},
         {"run -m M.gguf -p hi -sysf b", "add --chat"},
         {"run -m M.gguf -p hi --system be-terse", "--system"},
@@ -178,7 +179,7 @@ TEST(llama_cpp_spellings) {
     if (!have_model()) SKIP("model %s absent", MODEL);
     static char a[sizeof OUT];
     int rc = cli("run --model %s --prompt 'The robot' --n-predict 6 --ctx-size 64 --threads 1 --seed 3 --temp 0.7 "
-                 "--top-k 20 --top-p 0.9 --min-p 0.1 --repeat-penalty 1.1 --batch-size 16 -ngl 99 --no-conversation",
+                 "--top-k 20 --top-p 0.9 --min-p 0.1 --repeat-penalty 1.1 --batch-size 16 -ngl 99 --no-conversation --escape",
                  MODEL);
     CHECK(rc == 0, "long spellings: exit %d %s", rc, ERR);
     CHECK(strstr(ERR, ", 1 thread,"), "the statistics should say '1 thread': %s", ERR);
