@@ -19,40 +19,6 @@
 
 enum { PV_KEYS = 16 };
 
-/* A value row of D elements to f32, exactly: F32 and F16 with vector loads and conversions, Q8_0
- * and Q4_0 as d * q, BF16 through the type table. */
-static void decode_row(int vtype, const uint8_t *src, float *dst, int D) {
-    if (vtype == NB_TYPE_F32) {
-        memcpy(dst, src, sizeof(float) * (size_t)D);
-    } else if (vtype == NB_TYPE_F16) {
-        int d = 0;
-        for (; d + 8 <= D; d += 8)
-            _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * (size_t)d))));
-        if (d < D) nb_type_traits_get(NB_TYPE_F16)->dequantize(src + 2 * (size_t)d, dst + d, D - d);
-    } else if (vtype == NB_TYPE_Q8_0) {
-        const nb_block_q8_0 *b = (const nb_block_q8_0 *)src;
-        for (int i = 0; i < D / NB_QK8_0; i++) {
-            const __m256 s = nb_avx2_fp16_bcast(b[i].d);
-            for (int k = 0; k < 4; k++) {
-                const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b[i].qs + 8 * k)));
-                _mm256_storeu_ps(dst + 32 * i + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(q), s));
-            }
-        }
-    } else if (vtype == NB_TYPE_Q4_0) {
-        const nb_block_q4_0 *b = (const nb_block_q4_0 *)src;
-        for (int i = 0; i < D / NB_QK4_0; i++) {
-            const __m256 s = nb_avx2_fp16_bcast(b[i].d);
-            const __m128i bytes = _mm_loadu_si128((const __m128i *)b[i].qs), m = _mm_set1_epi8(15), e = _mm_set1_epi8(8);
-            const __m128i lo = _mm_sub_epi8(_mm_and_si128(bytes, m), e), hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), m), e);
-            const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-            for (int k = 0; k < 4; k++)
-                _mm256_storeu_ps(dst + 32 * i + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[k])), s));
-        }
-    } else {
-        nb_type_traits_get(vtype)->dequantize(src, dst, D);
-    }
-}
-
 /* acc rows 0..R-1 (R = 4, 2 or 1: named registers, which the compiler keeps; rows D apart),
  * elements d..d+15, += p * vf over n decoded rows of a chunk (NB_ATTN_CHUNK floats apart). */
 #define PV_ROW_LOAD(r) __m256 a##r##0 = _mm256_loadu_ps(acc + (r) * (size_t)D + d), a##r##1 = _mm256_loadu_ps(acc + (r) * (size_t)D + d + 8)
@@ -125,6 +91,22 @@ static inline __attribute__((always_inline)) void loadw(int vtype, const uint8_t
         const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
         #pragma GCC unroll 4
         for (int k = 0; k < W / 8; k++) x[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[k])), s);
+    }
+}
+
+/* The last, partial chunk of a value row (D < NB_ATTN_CHUNK elements) to f32, exactly: F32 and F16
+ * with vector loads and conversions, BF16 through the type table. (Q8_0 and Q4_0 rows are whole
+ * blocks of NB_ATTN_CHUNK elements, so their chunks are whole: loadw.) */
+static void decode_row(int vtype, const uint8_t *src, float *dst, int D) {
+    if (vtype == NB_TYPE_F32) {
+        memcpy(dst, src, sizeof(float) * (size_t)D);
+    } else if (vtype == NB_TYPE_F16) {
+        int d = 0;
+        for (; d + 8 <= D; d += 8)
+            _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * (size_t)d))));
+        if (d < D) nb_type_traits_get(NB_TYPE_F16)->dequantize(src + 2 * (size_t)d, dst + d, D - d);
+    } else {
+        nb_type_traits_get(vtype)->dequantize(src, dst, D);
     }
 }
 
