@@ -9,18 +9,9 @@
  * than its count-only call; with only normal extra tokens, well-formed UTF-8 and a pre-tokenizer
  * that keeps spaces as they are, the ids must detokenize to the exact text. ASan/UBSan catch the rest.
  */
-#include <stddef.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "nibble.h"
+#include "fuzz_tok.h"
 
 #define MAX_EXTRA 96
-
-static void check(int ok) {
-    if (!ok) __builtin_trap();
-}
 
 /* GPT-2 characters of raw bytes, as UTF-8 (2 bytes per byte at most) */
 static size_t gpt2(const uint8_t *s, size_t n, char *out) {
@@ -56,41 +47,12 @@ static int well_formed(const uint8_t *s, size_t n) {
     return 1;
 }
 
-static void run_text(const nb_tokenizer *t, const char *text, size_t len, int exact) {
-    size_t cap = NB_TOKENIZE_MAX_IDS(len); /* the public bound, checked below */
-    int32_t *ids = malloc(cap * sizeof *ids);
-    check(ids != NULL);
-    for (int flags = 0; flags < 4; flags++) {
-        int add = flags & 1, special = flags >> 1;
-        size_t n = 0, n_count = 0;
-        nb_status s = nb_tokenize(t, text, len, add, special, NULL, 0, &n_count);
-        check(s == NB_OK || s == NB_ERR_RANGE);
-        check(n_count <= cap);
-        check(nb_tokenize(t, text, len, add, special, ids, cap, &n) == NB_OK && n == n_count);
-        for (size_t i = 0; i < n; i++) check(ids[i] >= 0 && ids[i] < nb_tokenizer_n_tokens(t));
-        size_t need = 0, got = 0;
-        s = nb_detokenize(t, ids, n, add, 1, NULL, 0, &need);
-        check(s == NB_OK || s == NB_ERR_RANGE);
-        char *out = malloc(need + 1);
-        check(out != NULL);
-        check(nb_detokenize(t, ids, n, add, 1, out, need, &got) == NB_OK && got <= need);
-        if (exact && !add) check(got == len && !memcmp(out, text, len));
-        free(out);
-    }
-    free(ids);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const char *const pres[] = {"default", "llama-bpe", "gpt-2", "qwen2", "qwen35", "starcoder",
                                        "smollm", "falcon", "deepseek-coder", "deepseek-llm"};
     static const int keeps_spaces[] = {0, 0, 0, 1, 1, 0, 1, 0, 1, 1}; /* no clean_spaces */
     enum { N_PRE = sizeof pres / sizeof pres[0] };
-    size_t head = size;
-    for (size_t i = 0; i + 1 < size; i++)
-        if (data[i] == 0xFF && data[i + 1] == 0) {
-            head = i;
-            break;
-        }
+    const size_t head = vocab_end(data, size);
     static char byte_text[256][2];
     static char store[MAX_EXTRA][2 * 512 + 2];
     nb_token_text texts[256 + MAX_EXTRA], merges[MAX_EXTRA];
@@ -144,7 +106,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (nb_tokenizer_create(&d, &t) != NB_OK) return 0;
     size_t off = head + 2 <= size ? head + 2 : size;
     const char *text = (const char *)data + off;
-    run_text(t, text, size - off, normal_only && keeps_spaces[pre] && well_formed(data + off, size - off));
+    const int exact = normal_only && keeps_spaces[pre] && well_formed(data + off, size - off);
+    tokenize_round(t, text, size - off, 1, 0, exact);
     nb_tokenizer_free(t);
     return 0;
 }

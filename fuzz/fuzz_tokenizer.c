@@ -7,50 +7,13 @@
  * flag combination and must give in-range ids, the same count from a count-only call, and a
  * detokenize whose length matches its count-only call. ASan/UBSan catch the rest.
  */
-#include <stddef.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "nibble.h"
+#include "fuzz_tok.h"
 
 #define MAX_EXTRA 64
 
-static void check(int ok) {
-    if (!ok) __builtin_trap();
-}
-
-static void run_text(const nb_tokenizer *t, const char *text, size_t len) {
-    size_t cap = NB_TOKENIZE_MAX_IDS(len); /* the public bound, checked below */
-    int32_t *ids = malloc(cap * sizeof *ids);
-    check(ids != NULL);
-    for (int flags = 0; flags < 4; flags++) {
-        int add = flags & 1, special = flags >> 1;
-        size_t n = 0, n_count = 0;
-        nb_status s = nb_tokenize(t, text, len, add, special, NULL, 0, &n_count);
-        check(s == NB_OK || s == NB_ERR_RANGE);
-        check(n_count <= cap);
-        check(nb_tokenize(t, text, len, add, special, ids, cap, &n) == NB_OK && n == n_count);
-        for (size_t i = 0; i < n; i++) check(ids[i] >= 0 && ids[i] < nb_tokenizer_n_tokens(t));
-        size_t need = 0, got = 0;
-        s = nb_detokenize(t, ids, n, add, special, NULL, 0, &need);
-        check(s == NB_OK || s == NB_ERR_RANGE);
-        char *out = malloc(need + 1);
-        check(out != NULL);
-        check(nb_detokenize(t, ids, n, add, special, out, need, &got) == NB_OK && got == need);
-        free(out);
-    }
-    free(ids);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *p = (const char *)data;
-    size_t head = size;
-    for (size_t i = 0; i + 1 < size; i++)
-        if (data[i] == 0xFF && data[i + 1] == 0) {
-            head = i;
-            break;
-        }
+    const size_t head = vocab_end(data, size);
     static const char *const base[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81", "a", "b", "ab", ("\xe2\x96\x81" "a")};
     enum { N_BASE = sizeof base / sizeof base[0] };
     static char byte_names[256][7];
@@ -93,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     nb_tokenizer *t = NULL;
     if (nb_tokenizer_create(&d, &t) != NB_OK) return 0;
     size_t off = head + 2 <= size ? head + 2 : size;
-    run_text(t, p + off, size - off);
+    tokenize_round(t, p + off, size - off, 0, 1, 0);
     nb_tokenizer_free(t);
     return 0;
 }
