@@ -1,12 +1,14 @@
 /*
- * gen_seeds.c: writes small, valid GGUF files with nibble's own writer into the directory given,
- * as the fuzzer's starting corpus: metadata of every value type, a tensor of every type nibble
- * runs, and a miniature of a real model's header (architecture keys, tokenizer arrays).
+ * gen_seeds.c: writes small, valid GGUF files with nibble's own writer, as the fuzzers' starting
+ * corpora: into DIR (fuzz_gguf) metadata of every value type, a tensor of every type nibble runs,
+ * and a miniature of a real model's header (architecture keys, tokenizer arrays); into MODEL_DIR
+ * (fuzz_model) test_families.c's tiny file of every family (tests/tiny_family.h).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "nibble.h"
+#include "tests/tiny_family.h"
 
 static int fail(const char *what) {
     fprintf(stderr, "gen_seeds: %s: %s\n", what, nb_last_error());
@@ -83,10 +85,19 @@ static int model(const char *dir) {
     return write(w, dir, "model.gguf");
 }
 
+static int families(const char *dir) {
+    for (int k = 0; k < N_FAMILIES; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%d-%s.gguf", dir, k, FAMILIES[k].arch);
+        if (write_family(path, &FAMILIES[k], WHOLE)) return fail(path);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: gen_seeds DIR\n");
+    if (argc != 3) {
+        fprintf(stderr, "usage: gen_seeds DIR MODEL_DIR\n");
         return 2;
     }
-    return metadata(argv[1]) || tensors(argv[1]) || model(argv[1]);
+    return metadata(argv[1]) || tensors(argv[1]) || model(argv[1]) || families(argv[2]);
 }
