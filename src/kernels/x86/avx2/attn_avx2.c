@@ -94,24 +94,9 @@ static inline __attribute__((always_inline)) void loadw(int vtype, const uint8_t
     }
 }
 
-/* The last, partial chunk of a value row (D < NB_ATTN_CHUNK elements) to f32, exactly: F32 and F16
- * with vector loads and conversions, BF16 through the type table. (Q8_0 and Q4_0 rows are whole
- * blocks of NB_ATTN_CHUNK elements, so their chunks are whole: loadw.) */
-static void decode_row(int vtype, const uint8_t *src, float *dst, int D) {
-    if (vtype == NB_TYPE_F32) {
-        memcpy(dst, src, sizeof(float) * (size_t)D);
-    } else if (vtype == NB_TYPE_F16) {
-        int d = 0;
-        for (; d + 8 <= D; d += 8)
-            _mm256_storeu_ps(dst + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * (size_t)d))));
-        if (d < D) nb_type_traits_get(NB_TYPE_F16)->dequantize(src + 2 * (size_t)d, dst + d, D - d);
-    } else {
-        nb_type_traits_get(vtype)->dequantize(src, dst, D);
-    }
-}
-
 void nb_attn_decode_chunk_avx2(int vtype, const uint8_t *v, size_t vs, int n, int d, int w, float *vf) {
-    const nb_type_info *ti = &nb_type_traits_get(vtype)->info;
+    const nb_type_traits *tt = nb_type_traits_get(vtype);
+    const nb_type_info *ti = &tt->info;
     const size_t off = (size_t)(d / ti->block_elems) * (size_t)ti->block_bytes;
     const size_t last = off + (size_t)((w + ti->block_elems - 1) / ti->block_elems) * (size_t)ti->block_bytes - 1;
     for (int j = 0; j < n; j++) {
@@ -123,8 +108,8 @@ void nb_attn_decode_chunk_avx2(int vtype, const uint8_t *v, size_t vs, int n, in
             loadw(vtype, row, d, NB_ATTN_CHUNK, x);
             #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) _mm256_storeu_ps(vf + (size_t)j * NB_ATTN_CHUNK + 8 * k, x[k]);
-        } else {
-            decode_row(vtype, row + off, vf + (size_t)j * NB_ATTN_CHUNK, w);
+        } else { /* a row's last, partial chunk (F32, F16, BF16: quantized rows are whole chunks) */
+            tt->dequantize(row + off, vf + (size_t)j * NB_ATTN_CHUNK, w);
         }
     }
 }
