@@ -1004,7 +1004,7 @@ typedef struct nb_bench_stat {
  * *bytes, or the status of nb_row_bytes or nb_quantize for the type, NB_ERR_NOMEM. */
 NB_API nb_status nb_bench_matrix(int type, int64_t n_out, int64_t n_in, uint32_t seed, void **w, size_t *bytes);
 /* Streaming-read bandwidth in GB/s: passes sums over a 1 GiB buffer (touched first) split over
- * the pool's threads. */
+ * the pool's threads, each reading its part as four streams at once, as a GEMV reads a matrix. */
 NB_API nb_status nb_bench_stream(nb_pool *pool, int passes, nb_bench_stat *gbs);
 
 typedef struct nb_bench_kernel_result {

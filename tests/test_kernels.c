@@ -100,12 +100,13 @@ static void compare_isa(nb_isa isa, problem *p, nb_route route) {
 }
 
 static void all_shapes_isa(nb_isa isa) {
-    /* 37 rows, one token: the GEMV path that spreads a tile's rows over the matrix's quarters
-     * (37 = 4 x 9 + 1 also leaves a remainder row) */
+    /* 67 rows, one token: the GEMV path that spreads a tile's rows over the matrix's quarters or
+     * eighths, an odd number of rows apart (nb_stream_stride: 67 = 4 x 15 + 7 = 8 x 7 + 11), and
+     * the rows left over */
     /* 7 and 9 tokens: the Q4_K batch order on 4 or 8 tokens and the ordinary one on the rest, the
      * Q6_K batch order from 8 */
     /* 2, 3 and 7 rows: the tiles of 2 and 3 rows (a row pair with an odd row in the FP4 tiles) */
-    static const int64_t rows[] = {1, 2, 3, 5, 7, 13, 37}, toks[] = {1, 2, 7, 9};
+    static const int64_t rows[] = {1, 2, 3, 5, 7, 13, 67}, toks[] = {1, 2, 7, 9};
     const int n_rows = (int)(sizeof rows / sizeof rows[0]);
     for (int ti = 0; ti < ntypes; ti++) {
         int64_t n_in[3];
@@ -211,10 +212,10 @@ TEST(avx512_matches_reference) {
 
 /* Small batches (kernels.h, mm_small: 2 to 16 tokens in one call, a thread's rows in one piece):
  * every token count from 1 to 16, and 17 and 24 (the panels), against the reference, bit for bit
- * on the integer routes, with row counts that take the quarters (37 = 4 x 9 + 1, 18 = 4 x 4 +
- * 2) or only tiles (5, 3), and rows of one block, a few and many; the K-quants' batch orders
- * start at 4 (Q4_K, whole groups of 4) and 8 (Q6_K) tokens, so every split of a call between the
- * two orders is met. Outputs are prefilled with NaN (compare_isa). */
+ * on the integer routes, with row counts that take the quarters (nb_stream_stride: 37 = 4 x 9 +
+ * 1, 18 = 4 x 3 + 6) or only tiles (5, 3), and rows of one block, a few and many; the K-quants'
+ * batch orders start at 4 (Q4_K, whole groups of 4) and 8 (Q6_K) tokens, so every split of a call
+ * between the two orders is met. Outputs are prefilled with NaN (compare_isa). */
 static void small_batches_isa(nb_isa isa) {
     static const int64_t rows[] = {37, 18, 5, 3};
     for (int ti = 0; ti < ntypes; ti++) {

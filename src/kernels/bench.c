@@ -15,7 +15,7 @@
 #include "base/error.h"
 #include "base/rng.h"
 #include "base/threads.h"
-#include "kernels/api.h"
+#include "kernels/kernels.h"
 
 static int cmp_double(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -73,19 +73,29 @@ typedef struct {
 } stream_job;
 
 /* 16-byte vector adds (SSE2, baseline x86-64): the scalar version of this loop was compute bound
- * on one core (it read slower than the F16 GEMV). */
+ * on one core (it read slower than the F16 GEMV). A thread reads its lines as a GEMV reads a
+ * matrix (x86/avx2/tiles_avx2.c): four streams at once, an odd number of lines apart
+ * (nb_stream_stride), each asked 1 KiB ahead. One stream per thread read 17-19 GB/s on a Zen 3
+ * core whose GEMVs read 23-27 (docs/BENCHMARKS.md, "Streams a power of two apart"). */
 typedef uint64_t u64x2 __attribute__((vector_size(16)));
+
+static inline u64x2 line_sum(const u64x2 *p, int64_t line) {
+    return (p[4 * line] + p[4 * line + 1]) + (p[4 * line + 2] + p[4 * line + 3]);
+}
 
 static void stream_part(void *ctx, int64_t b, int64_t e) {
     stream_job *j = ctx;
-    u64x2 s0 = {0, 0}, s1 = s0, s2 = s0, s3 = s0;
     const u64x2 *p = (const u64x2 *)j->buf;
-    for (int64_t i = b * 4; i < e * 4; i += 4) { /* one 64-byte line per step */
-        s0 += p[i];
-        s1 += p[i + 1];
-        s2 += p[i + 2];
-        s3 += p[i + 3];
+    const int64_t q = nb_stream_stride(e - b, 4); /* lines per stream */
+    u64x2 s0 = {0, 0}, s1 = s0, s2 = s0, s3 = s0;
+    for (int64_t i = b; i < b + q; i++) { /* one 64-byte line of each stream per step */
+        for (int k = 0; k < 4; k++) __builtin_prefetch(p + 4 * (i + k * q + 16));
+        s0 += line_sum(p, i);
+        s1 += line_sum(p, i + q);
+        s2 += line_sum(p, i + 2 * q);
+        s3 += line_sum(p, i + 3 * q);
     }
+    for (int64_t i = b + 4 * q; i < e; i++) s0 += line_sum(p, i);
     const u64x2 s = (s0 ^ s1) ^ (s2 ^ s3);
     j->sums[(b / 4096) % 256] += s[0] ^ s[1]; /* keep the loads alive */
 }

@@ -231,6 +231,16 @@ void nb_quantize_act(nb_isa isa, int act_type, const float *x, void *dst, int64_
 #define NB_PREFETCH_BYTES 1024
 static inline size_t nb_prefetch_bytes(int unit_bytes) { return unit_bytes == 34 ? 512 : NB_PREFETCH_BYTES; }
 
+/* The distance, in rows (or lines), between `parts` streams read at once over n of them: about
+ * n / parts, odd (0 below parts). Weights lie in 2 MiB pages, where streams a power of two apart
+ * share every address bit below 21 and read slower together: a one-token F32 product over 16384 x
+ * 16384 read 16 GB/s on a Zen 3 core with quarters 4096 rows apart, 25 with 4095
+ * (docs/BENCHMARKS.md, "Streams a power of two apart"). */
+static inline int64_t nb_stream_stride(int64_t n, int parts) {
+    const int64_t q = n / parts;
+    return q - (q > 0 && !(q & 1));
+}
+
 /* The fixed 8-lane reduction order of the contract above. */
 static inline float nb_lane_sum(const float a[8]) {
     float s0 = a[0] + a[4], s1 = a[1] + a[5], s2 = a[2] + a[6], s3 = a[3] + a[7];

@@ -4,12 +4,13 @@
 #include "kernels/x86/avx2/avx2.h"
 
 /* The tile loop, one token over 16 rows or more going through gemv, a tile of grows rows spread
- * over the matrix: rows r, r+q, ..., r+(grows-1)q for q = nr / grows. */
+ * over the matrix: rows r, r+q, ..., r+(grows-1)q for q = nb_stream_stride(nr, grows) (kernels.h,
+ * odd), the rows left over (fewer than 2 grows) through the tiles. */
 static void tile_loop(nb_avx2_tile_fn gemv, int grows, const nb_avx2_tile_fn *tiles, int tmax, int64_t n,
                       const uint8_t *w, size_t ws, const uint8_t *a, size_t as, int64_t nr, int64_t nt, float *y,
                       size_t ldy) {
     if (nt == 1 && nr >= 16) {
-        const int64_t q = nr / grows;
+        const int64_t q = nb_stream_stride(nr, grows);
         for (int64_t r = 0; r < q; r++) gemv(n, w + (size_t)r * ws, ws, (size_t)q, a, as, y + r, ldy);
         w += (size_t)(grows * q) * ws;
         y += grows * q;
@@ -68,7 +69,7 @@ static void rows_all_tokens(const small_job *j, int rr, const uint8_t *w, size_t
  * batches by quarters". */
 static void small_loop(const small_job *j, const uint8_t *w, size_t ws, int64_t nr, float *y) {
     if (nr >= 16) {
-        const int64_t q = nr / 4;
+        const int64_t q = nb_stream_stride(nr, 4);
         for (int64_t r = 0; r < q; r++) rows_all_tokens(j, 4, w + (size_t)r * ws, ws, (size_t)q, y + r);
         w += (size_t)(4 * q) * ws;
         y += 4 * q;
