@@ -389,7 +389,9 @@ TEST(reference_matches_double) {
     }
 }
 
-/* The same matmul with 1, 2 and 3 threads gives the same bits (and equals the pool-less call). */
+/* The same matmul with 1, 2 and 3 threads gives the same bits (and equals the pool-less call; one
+ * token on one thread takes a set's mm_solo where it has one, AVX2 Q4_K's 8-row tile, so this also
+ * holds it to mm's bits). */
 TEST(thread_count_invariance) {
     static const int tt[] = {NB_TYPE_Q8_0, NB_TYPE_Q4_K, NB_TYPE_NVFP4, NB_TYPE_F16, NB_TYPE_Q4_1, NB_TYPE_Q5_1};
     for (int ti = 0; ti < 6; ti++) {

@@ -28,6 +28,7 @@ static void overlay(nb_kernel *dst, const nb_kernel *src) {
         dst->mm_small = src->mm_small; /* it reads mm's activation type */
         dst->small_max = src->small_max;
         dst->small_kt = src->small_kt;
+        dst->mm_solo = src->mm_solo; /* the same order as mm */
     }
     if (src->mm_f32) {
         dst->mm_f32 = src->mm_f32;

@@ -98,6 +98,11 @@ typedef struct nb_kernel {
     nb_mm_fn mm_block;
     int block_min, block_act;
     const char *name_block; /* "avx2 q5_0 x q8_0 (block)" */
+    /* One token of the quantized route on a pool of one thread (NULL: mm): a tile that reads more
+     * memory streams a core than mm's, which pays while one core reads and not when every core
+     * does (docs/BENCHMARKS.md, "An 8-row Q4_K GEMV for one core"). Bound to mm's bits: the same
+     * order, so a product's results do not depend on which of the two ran. */
+    nb_mm_fn mm_solo;
 } nb_kernel;
 /* block_min of every set (the reference's block order must start where the SIMD sets' does, for
  * the sets to agree): NVFP4 from the tokens where the AVX2 panels run; Q4_0, Q5_0 and Q8_0 from 8

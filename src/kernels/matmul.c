@@ -183,6 +183,8 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
     } else if (route == NB_ROUTE_QUANT && k->mm_batch && n_tok >= k->batch_min) {
         j.mm_batch = k->mm_batch;
         j.n_bat = n_tok - n_tok % k->batch_group;
+    } else if (route == NB_ROUTE_QUANT && k->mm_solo && n_tok == 1 && nb_pool_threads(pool) == 1) {
+        j.mm = k->mm_solo;
     }
     /* panels exist to reuse weights across token tiles; one token (GEMV) and a small batch stream a
      * thread's rows in one piece, so that a kernel may spread its rows over distant parts of them */

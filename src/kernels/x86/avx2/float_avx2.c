@@ -89,9 +89,9 @@ BLOCKS_F32(q6_k, Q6_K)
 #define QK(t, s, n, f, r) [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx2, f, "avx2 " n " x q8_K", "avx2 " n " x f32", r}
 /* K-quants with a batch order: mm_small up to 16 tokens, whose two groups of 8 in the token-lane
  * tiles (small_kt) read 1.0-1.5x the panels' speed (docs/BENCHMARKS.md, stop 40) */
-#define QKB(t, s, n, f, r, bmin, bgroup)                                                                         \
+#define QKB(t, s, n, f, r, bmin, bgroup, solo)                                                                   \
     [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx2, f, "avx2 " n " x q8_K", "avx2 " n " x f32", r, NULL, \
-                     nb_mm_##s##_batch_q8_k_avx2, bmin, bgroup, nb_mm_##s##_small_avx2, 16, 1}
+                     nb_mm_##s##_batch_q8_k_avx2, bmin, bgroup, nb_mm_##s##_small_avx2, 16, 1, .mm_solo = solo}
 #define FL(t, s)                                                                                                  \
     [NB_TYPE_##t] = {NB_TYPE_F32, nb_mm_##s##_f32_avx2, nb_mm_##s##_f32_avx2, "avx2 " #s " x f32", "avx2 " #s " x f32", 4, \
                      .mm_small = nb_mm_##s##_small_f32_avx2, .small_max = 16}
@@ -104,9 +104,9 @@ const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES] = {
     Q8B(NVFP4, nvfp4, mmf_nvfp4, 8, NB_ACT_Q8_0X_NV, NB_ACT_Q8_0X_NV, NB_BLOCK_MIN, SMALL_MAX),
     Q81(Q4_1, q4_1),
     Q81(Q5_1, q5_1),
-    QKB(Q4_K, q4_k, "q4_K", mmf_q4_k, 8, 4, 4),
+    QKB(Q4_K, q4_k, "q4_K", mmf_q4_k, 8, 4, 4, nb_mm_q4_k_solo_avx2),
     QK(Q5_K, q5_k, "q5_K", mmf_q5_k, 4),
-    QKB(Q6_K, q6_k, "q6_K", mmf_q6_k, 8, 8, 1),
+    QKB(Q6_K, q6_k, "q6_K", mmf_q6_k, 8, 8, 1, NULL),
     FL(F32, f32),
     [NB_TYPE_F16] = {NB_TYPE_F32, nb_mm_f16_f32_avx2, nb_mm_f16_f32_avx2, "avx2 f16 x f32", "avx2 f16 x f32", 4,
                      nb_mm_f16_vec_f32_avx2, .mm_small = nb_mm_f16_small_f32_avx2, .small_max = 16},

@@ -3,6 +3,7 @@
  * tiles of up to 4 rows x 2 tokens; the scale multiply is vpmaddwd then an add. The batch orders
  * of Q6_K and Q4_K (kernels.h) go through 8-row panels instead from 16 tokens (kpanel.h), and
  * their small batches take groups of 8 tokens in the lanes (q4k_kt here, kquants.h's q6k_kt).
+ * One token of Q4_K on one thread takes an 8-row tile instead (q4k_gemv8, kernels.h mm_solo).
  */
 #include <immintrin.h>
 #include <string.h>
@@ -91,6 +92,95 @@ static inline __attribute__((always_inline)) void q4k_kt(int nr, int64_t nb, con
     }
 }
 NB_KT_TILES(kt_tiles_q4_k, q4k_kt)
+
+/* Dword r of v's bytes j0 and j1 of dword r as its two words (a constant control after inlining). */
+static inline __m256i q4k_bytes_words(__m256i v, int j0, int j1) {
+    const __m256i dword = _mm256_setr_epi32(0, 0x00040004, 0x00080008, 0x000C000C, 0, 0x00040004, 0x00080008, 0x000C000C);
+    return _mm256_shuffle_epi8(v, _mm256_add_epi32(dword, _mm256_set1_epi32((int)(0x80008000u | (unsigned)j1 << 16 | (unsigned)j0))));
+}
+
+/* Q4_K's GEMV tile of 8 rows (rs rows apart: nb_avx2_gemv8_loop's eighths) against one token, in
+ * the GEMV order (kernels.h: a block's exact integer sum and minimum sum per row, one fma each).
+ * Each 32-byte run of codes of the 8 rows is transposed as it is loaded (nb_transpose8: dword r
+ * of register k = row r's bytes 4k..4k+3), so that one broadcast of the token's 4 bytes and one
+ * vpmaddubsw serve 8 rows, a group's 8 pair sums add as words (within 8*2*15*127 < 2^15) and one
+ * vpmaddwd applies its scale to all 8 rows; the blocks' 16-byte heads (d, dmin, the packed
+ * scales) are transposed likewise, so the six-bit scales and minimums unpack for 8 rows at once
+ * (k_scales_mins' rule) and one conversion and fma per block advance 8 chains. The 4-row tiles
+ * spend a shuffle on each scale, unpack each row's scales alone and reduce the rows' sums by
+ * vphaddd trees: 19.5-23 cycles per row and block here in L1 on a Zen 3 core, 27-31 there. */
+static void q4k_gemv8(int64_t nb, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as, float *y,
+                      size_t ldy) {
+    (void)as, (void)ldy;
+    const __m256i m4 = _mm256_set1_epi8(15), m6 = _mm256_set1_epi8(63), top = _mm256_set1_epi8(0x30);
+    /* d | dmin << 16 per dword to [d of rows 0-3 | dmin 0-3 || d 4-7 | dmin 4-7] */
+    const __m256i dsplit = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13, 2,
+                                            3, 6, 7, 10, 11, 14, 15);
+    __m256 accs = _mm256_setzero_ps(), accm = accs; /* lane r: row r's chains of the sums and of the minimums */
+    for (int64_t i = 0; i < nb; i++) {
+        const nb_block_q8_k *ab = (const nb_block_q8_k *)a + i;
+        const nb_block_q4_k *b[8];
+        #pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) {
+            b[r] = (const nb_block_q4_k *)(w + (size_t)r * rs * ws) + i;
+            for (int l = 0; l < 144; l += 64) _mm_prefetch((const char *)b[r] + NB_PREFETCH_BYTES + l, _MM_HINT_T0);
+        }
+        /* the heads: rows r and r + 4 in the halves of x[r], so that a 4 x 4 transpose within the
+         * halves leaves dword r = row r's d | dmin << 16 (dd), and the packed scales' dwords A, B, C */
+        __m256i x[4];
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+            x[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)b[r])),
+                                           _mm_loadu_si128((const __m128i *)b[r + 4]), 1);
+        const __m256i u0 = _mm256_unpacklo_epi32(x[0], x[1]), u1 = _mm256_unpackhi_epi32(x[0], x[1]);
+        const __m256i u2 = _mm256_unpacklo_epi32(x[2], x[3]), u3 = _mm256_unpackhi_epi32(x[2], x[3]);
+        const __m256i dd = _mm256_unpacklo_epi64(u0, u2), A = _mm256_unpackhi_epi64(u0, u2);
+        const __m256i B = _mm256_unpacklo_epi64(u1, u3), C = _mm256_unpackhi_epi64(u1, u3);
+        /* byte j of dword r: row r's scale j (sc03) and j + 4 (sc47), minimum j and j + 4 */
+        const __m256i sc03 = _mm256_and_si256(A, m6), mn03 = _mm256_and_si256(B, m6);
+        const __m256i sc47 = _mm256_or_si256(_mm256_and_si256(C, m4), _mm256_and_si256(_mm256_srli_epi32(A, 2), top));
+        const __m256i mn47 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(C, 4), m4), _mm256_and_si256(_mm256_srli_epi32(B, 2), top));
+        /* the minimums' sum: pair c (m_2c | m_2c+1 << 16) against the token's B_2c | B_2c+1 << 16 */
+        const __m256i bp = _mm256_broadcastsi128_si256(_mm_hadd_epi16(_mm_loadu_si128((const __m128i *)ab->bsums),
+                                                                      _mm_loadu_si128((const __m128i *)ab->bsums + 1)));
+        __m256i msum = _mm256_setzero_si256(), isum = msum;
+        #pragma GCC unroll 4
+        for (int c = 0; c < 4; c++)
+            msum = _mm256_add_epi32(msum, _mm256_madd_epi16(q4k_bytes_words(c < 2 ? mn03 : mn47, 2 * (c & 1), 2 * (c & 1) + 1),
+                                                            nb_avx2_dword_lane(bp, c)));
+        #pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) { /* 64 elements: groups 2c (low nibbles) and 2c + 1 (high) */
+            __m256i v[8];
+            #pragma GCC unroll 8
+            for (int r = 0; r < 8; r++) v[r] = _mm256_loadu_si256((const __m256i *)(b[r]->qs + 32 * c));
+            nb_transpose8(v);
+            __m256i pl = _mm256_setzero_si256(), ph = pl;
+            #pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                pl = nb_avx2_codes4(pl, _mm256_and_si256(v[k], m4), ab->qs + 64 * c + 4 * k);
+                ph = nb_avx2_codes4(ph, _mm256_and_si256(_mm256_srli_epi16(v[k], 4), m4), ab->qs + 64 * c + 32 + 4 * k);
+            }
+            const __m256i s = c < 2 ? sc03 : sc47;
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pl, q4k_bytes_words(s, 2 * (c & 1), 2 * (c & 1))));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(ph, q4k_bytes_words(s, 2 * (c & 1) + 1, 2 * (c & 1) + 1)));
+        }
+        const __m256i dv = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(dd, dsplit), 0xD8); /* d 0-7 | dmin 0-7 */
+        const __m256 da = _mm256_set1_ps(ab->d);
+        accs = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(dv)), da), _mm256_cvtepi32_ps(isum), accs);
+        accm = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(dv, 1)), da), _mm256_cvtepi32_ps(msum), accm);
+    }
+    float v[8];
+    _mm256_storeu_ps(v, _mm256_sub_ps(accs, accm));
+    #pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) y[(size_t)r * rs] = v[r];
+}
+
+/* One token on one core (kernels.h, mm_solo): the 8-row tile over eighths of the rows, eight
+ * memory streams; with two cores reading, four a core (the 4-row tiles) read faster. */
+void nb_mm_q4_k_solo_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                          float *y, size_t ldy) {
+    nb_avx2_gemv8_loop(q4k_gemv8, tiles_q4_k, TMAX, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);
+}
 
 /* Small batches (kernels.h, mm_small): the tiles above, every token of a tile of rows at once.
  * Q4_K's tokens in whole groups of 4 take the batch order, the others the GEMV order; Q6_K's all
