@@ -176,7 +176,8 @@ static void q4k_gemv8(int64_t nb, const uint8_t *w, size_t ws, size_t rs, const 
 }
 
 /* One token on one core (kernels.h, mm_solo): the 8-row tile over eighths of the rows, eight
- * memory streams; with two cores reading, four a core (the 4-row tiles) read faster. */
+ * memory streams (decode 1.07-1.11x on one core); with two cores reading, sixteen streams measured
+ * no faster than the 4-row tiles' eight (docs/BENCHMARKS.md, "An 8-row Q4_K GEMV for one core"). */
 void nb_mm_q4_k_solo_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
                           float *y, size_t ldy) {
     nb_avx2_gemv8_loop(q4k_gemv8, tiles_q4_k, TMAX, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);
