@@ -175,12 +175,9 @@ static void q4k_decode(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb
             sm[r] = k_scales_mins(b[r]->scales);
             memcpy(&dd[r], b[r], 4);
         }
-        __m256i x[4];
-        for (int r = 0; r < 4; r++) x[r] = _mm256_set_m128i(sm[r + 4], sm[r]);
-        const __m256i u0 = _mm256_unpacklo_epi32(x[0], x[1]), u1 = _mm256_unpackhi_epi32(x[0], x[1]);
-        const __m256i u2 = _mm256_unpacklo_epi32(x[2], x[3]), u3 = _mm256_unpackhi_epi32(x[2], x[3]);
-        const __m256i t[4] = {_mm256_unpacklo_epi64(u0, u2), _mm256_unpackhi_epi64(u0, u2), _mm256_unpacklo_epi64(u1, u3),
-                              _mm256_unpackhi_epi64(u1, u3)};
+        __m256i t[4];
+        for (int r = 0; r < 4; r++) t[r] = _mm256_set_m128i(sm[r + 4], sm[r]);
+        nb_transpose4_halves(t);
         const __m256i ff = _mm256_set1_epi32(0xFF);
         for (int g = 0; g < 8; g++) {
             const __m256i tg = t[g / 4];

@@ -113,9 +113,6 @@ static void q4k_gemv8(int64_t nb, const uint8_t *w, size_t ws, size_t rs, const 
                       size_t ldy) {
     (void)as, (void)ldy;
     const __m256i m4 = _mm256_set1_epi8(15), m6 = _mm256_set1_epi8(63), top = _mm256_set1_epi8(0x30);
-    /* d | dmin << 16 per dword to [d of rows 0-3 | dmin 0-3 || d 4-7 | dmin 4-7] */
-    const __m256i dsplit = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13, 2,
-                                            3, 6, 7, 10, 11, 14, 15);
     __m256 accs = _mm256_setzero_ps(), accm = accs; /* lane r: row r's chains of the sums and of the minimums */
     for (int64_t i = 0; i < nb; i++) {
         const nb_block_q8_k *ab = (const nb_block_q8_k *)a + i;
@@ -132,10 +129,8 @@ static void q4k_gemv8(int64_t nb, const uint8_t *w, size_t ws, size_t rs, const 
         for (int r = 0; r < 4; r++)
             x[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)b[r])),
                                            _mm_loadu_si128((const __m128i *)b[r + 4]), 1);
-        const __m256i u0 = _mm256_unpacklo_epi32(x[0], x[1]), u1 = _mm256_unpackhi_epi32(x[0], x[1]);
-        const __m256i u2 = _mm256_unpacklo_epi32(x[2], x[3]), u3 = _mm256_unpackhi_epi32(x[2], x[3]);
-        const __m256i dd = _mm256_unpacklo_epi64(u0, u2), A = _mm256_unpackhi_epi64(u0, u2);
-        const __m256i B = _mm256_unpacklo_epi64(u1, u3), C = _mm256_unpackhi_epi64(u1, u3);
+        nb_transpose4_halves(x);
+        const __m256i dd = x[0], A = x[1], B = x[2], C = x[3];
         /* byte j of dword r: row r's scale j (sc03) and j + 4 (sc47), minimum j and j + 4 */
         const __m256i sc03 = _mm256_and_si256(A, m6), mn03 = _mm256_and_si256(B, m6);
         const __m256i sc47 = _mm256_or_si256(_mm256_and_si256(C, m4), _mm256_and_si256(_mm256_srli_epi32(A, 2), top));
@@ -164,10 +159,10 @@ static void q4k_gemv8(int64_t nb, const uint8_t *w, size_t ws, size_t rs, const 
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pl, q4k_bytes_words(s, 2 * (c & 1), 2 * (c & 1))));
             isum = _mm256_add_epi32(isum, _mm256_madd_epi16(ph, q4k_bytes_words(s, 2 * (c & 1) + 1, 2 * (c & 1) + 1)));
         }
-        const __m256i dv = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(dd, dsplit), 0xD8); /* d 0-7 | dmin 0-7 */
-        const __m256 da = _mm256_set1_ps(ab->d);
-        accs = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(dv)), da), _mm256_cvtepi32_ps(isum), accs);
-        accm = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(dv, 1)), da), _mm256_cvtepi32_ps(msum), accm);
+        const __m256 da = _mm256_set1_ps(ab->d); /* dd: d | dmin << 16 */
+        accs = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(kp_lo_words(dd)), da), _mm256_cvtepi32_ps(isum), accs);
+        accm = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(kp_lo_words(_mm256_srli_epi32(dd, 16))), da),
+                               _mm256_cvtepi32_ps(msum), accm);
     }
     float v[8];
     _mm256_storeu_ps(v, _mm256_sub_ps(accs, accm));

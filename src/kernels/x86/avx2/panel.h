@@ -66,6 +66,15 @@ static inline __attribute__((always_inline)) void nb_transpose8(__m256i v[8]) {
     }
 }
 
+/* out[j] dword r = x[r] dword j within each 128-bit half (x[r] holds row r in its low half, row r + 4
+ * in its high one, 4 dwords each): 4 rows' 4 dwords transposed, for 8 rows at once. */
+static inline __attribute__((always_inline)) void nb_transpose4_halves(__m256i x[4]) {
+    const __m256i u0 = _mm256_unpacklo_epi32(x[0], x[1]), u1 = _mm256_unpackhi_epi32(x[0], x[1]);
+    const __m256i u2 = _mm256_unpacklo_epi32(x[2], x[3]), u3 = _mm256_unpackhi_epi32(x[2], x[3]);
+    x[0] = _mm256_unpacklo_epi64(u0, u2), x[1] = _mm256_unpackhi_epi64(u0, u2);
+    x[2] = _mm256_unpacklo_epi64(u1, u3), x[3] = _mm256_unpackhi_epi64(u1, u3);
+}
+
 /* nb_lane_sum's tree over the 8 lane registers: dword r = row r's result. */
 static inline __m256 nb_panel_reduce(const __m256 l[8]) {
     const __m256 s0 = _mm256_add_ps(l[0], l[4]), s1 = _mm256_add_ps(l[1], l[5]);
