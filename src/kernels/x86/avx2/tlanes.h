@@ -70,7 +70,7 @@ static inline __attribute__((always_inline)) __m256i tl_group(__m256i lo, __m256
 
 /* One unit's integer sums of 8 tokens against one row's codes: TL_U's decoded unit w, whose halves
  * are permuted from the register (storing the unit and loading its halves back stalled on store
- * forwarding: Q4_0 and Q5_0 1.04-1.11x without, Zen 3), TL_S's codes as they lie in the row's
+ * forwarding: Q4_0 and Q5_0 1.05-1.12x without, Zen 3), TL_S's codes as they lie in the row's
  * block (raw), each group broadcast from there (Q8_0 has nothing to decode; through the register
  * and tl_group's shuffles it read 0.92-0.94x). */
 static inline __attribute__((always_inline)) __m256i tl_sum(int mode, __m256i acc, __m256i w, const int8_t *raw,
