@@ -9,10 +9,14 @@
  *    the integer kernels' core (units.h, kpanel.h, tlanes.h);
  *  - triple: the same after a vpbroadcastd of 4 bytes from memory, the GEMM panels' step (one
  *    token's 4 activation bytes against 8 rows' codes, panel.h);
+ *  - sign: Q8_0's step by the sign trick (units.h, tlanes.h TL_S): a group's 4 weight bytes
+ *    broadcast from memory, vpabsb of them, the 32 activation bytes loaded and vpsignb'd by them,
+ *    vpmaddubsw, vpmaddwd with ones, vpaddd into one of 4 accumulators: 32 multiply-adds;
  *  - fma: vfmadd231ps into one of 10 accumulators, 8 f32 multiply-adds: the float routes and the
  *    fused attention's products (attn_avx2.c).
- * Prints cycles per instruction group and the ceilings they imply per core (GFLOP/s, two per
- * multiply-add), medians over rounds with their range.
+ * Prints each group's cycles as the ratio of its best round to the add chain's best (a neighbour's
+ * load only ever adds time), beside the medians' ratio, and the ceiling per core that its best
+ * round read (GFLOP/s, two per multiply-add).
  *
  *   bench_ceiling [-r ROUNDS]
  *
@@ -29,6 +33,8 @@
 #define ITERS 20000000L /* loop iterations per sample: about 0.1 s each */
 
 #if defined(__x86_64__) && defined(__GNUC__)
+
+#include <immintrin.h>
 
 /* 8 dependent scalar adds per iteration: one cycle each. */
 static double chain(void) {
@@ -63,6 +69,20 @@ static double triples(const unsigned char *a) {
     return (now_s() - t0) / (ITERS * 8.0);
 }
 
+#define SIGN(off, acc)                                                                                        \
+    "vpbroadcastd " #off "(%0), %%ymm0\n\tvpabsb %%ymm0, %%ymm1\n\tvmovdqa " #off "*8+64(%0), %%ymm2\n\t"       \
+    "vpsignb %%ymm0, %%ymm2, %%ymm2\n\tvpmaddubsw %%ymm2, %%ymm1, %%ymm2\n\tvpmaddwd %1, %%ymm2, %%ymm2\n\t"      \
+    "vpaddd %%ymm2, %%ymm" #acc ", %%ymm" #acc "\n\t"
+static __attribute__((target("avx2"))) double signs(const unsigned char *a) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const double t0 = now_s();
+    for (long i = 0; i < ITERS; i++)
+        __asm__ volatile(SIGN(0, 8) SIGN(4, 9) SIGN(8, 10) SIGN(12, 11) SIGN(16, 8) SIGN(20, 9) SIGN(24, 10)
+                         SIGN(28, 11)::"r"(a), "x"(ones)
+                         : "xmm0", "xmm1", "xmm2", "xmm8", "xmm9", "xmm10", "xmm11", "memory");
+    return (now_s() - t0) / (ITERS * 8.0);
+}
+
 #define FMA(acc) "vfmadd231ps %%ymm14, %%ymm15, %%ymm" #acc "\n\t"
 static double fmas(void) {
     const double t0 = now_s();
@@ -89,36 +109,32 @@ int main(int argc, char **argv) {
         printf("bench_ceiling: this CPU has no AVX2 and FMA; nothing measured\n");
         return 0;
     }
-    static unsigned char act[64] __attribute__((aligned(64)));
-    for (int i = 0; i < 64; i++) act[i] = (unsigned char)(i * 7 + 3);
-    /* seconds per instruction group: [0] the add chain, then pair, triple, fma */
-    double s[4][MAX_ROUNDS];
+    /* 32 bytes a step broadcasts from, then the steps' 32-byte activation rows (sign: at 8 x off + 64) */
+    static unsigned char act[384] __attribute__((aligned(64)));
+    for (int i = 0; i < (int)sizeof act; i++) act[i] = (unsigned char)(i * 7 + 3);
+    /* seconds per instruction group: [0] the add chain, then pair, triple, sign, fma */
+    double s[5][MAX_ROUNDS];
     for (int r = 0; r < rounds; r++) {
         s[0][r] = chain();
         s[1][r] = pairs();
         s[2][r] = triples(act);
-        s[3][r] = fmas();
+        s[3][r] = signs(act);
+        s[4][r] = fmas();
     }
-    /* cycles of each round's groups by that round's clock, then medians */
-    double c[3][MAX_ROUNDS], ghz[MAX_ROUNDS];
-    for (int r = 0; r < rounds; r++) {
-        ghz[r] = 1e-9 / s[0][r];
-        for (int k = 0; k < 3; k++) c[k][r] = s[k + 1][r] / s[0][r];
-    }
-    qsort(ghz, (size_t)rounds, sizeof(double), cmp_double);
-    const double f = ghz[rounds / 2];
-    printf("one core, %d rounds: median (min..max); clock %.2f GHz (%.2f..%.2f) by a dependent add chain\n\n", rounds, f,
-           ghz[0], ghz[rounds - 1]);
-    printf("| step | instructions | multiply-adds | cycles per step | ceiling GFLOP/s |\n|---|---|---|---|---|\n");
-    static const char *const name[3] = {"pair", "triple", "fma"};
-    static const char *const insns[3] = {"vpmaddubsw, vpaddw", "vpbroadcastd (memory), vpmaddubsw, vpaddw", "vfmadd231ps"};
-    static const int macs[3] = {32, 32, 8};
-    for (int k = 0; k < 3; k++) {
-        qsort(c[k], (size_t)rounds, sizeof(double), cmp_double);
-        const double m = c[k][rounds / 2];
-        printf("| %s | %s | %d | %.3f (%.3f..%.3f) | %.1f |\n", name[k], insns[k], macs[k], m, c[k][0], c[k][rounds - 1],
-               2.0 * macs[k] * f / m);
-    }
+    for (int k = 0; k < 5; k++) qsort(s[k], (size_t)rounds, sizeof(double), cmp_double);
+    const int mid = rounds / 2;
+    printf("one core, %d rounds; clock %.2f GHz (median %.2f) by a dependent add chain\n\n", rounds, 1e-9 / s[0][0],
+           1e-9 / s[0][mid]);
+    printf("| step | instructions | multiply-adds | cycles per step, best (median) | ceiling GFLOP/s |\n"
+           "|---|---|---|---|---|\n");
+    static const char *const name[4] = {"pair", "triple", "sign", "fma"};
+    static const char *const insns[4] = {
+        "vpmaddubsw, vpaddw", "vpbroadcastd (memory), vpmaddubsw, vpaddw",
+        "vpbroadcastd (memory), vpabsb, vmovdqa (memory), vpsignb, vpmaddubsw, vpmaddwd, vpaddd", "vfmadd231ps"};
+    static const int macs[4] = {32, 32, 32, 8};
+    for (int k = 0; k < 4; k++)
+        printf("| %s | %s | %d | %.3f (%.3f) | %.1f |\n", name[k], insns[k], macs[k], s[k + 1][0] / s[0][0],
+               s[k + 1][mid] / s[0][mid], 2.0 * macs[k] / s[k + 1][0] * 1e-9);
     return 0;
 }
 
