@@ -61,9 +61,10 @@ static inline void tl_acts_fill(tl_acts *A, const uint8_t *a, size_t as, int64_t
         }
 }
 
-/* Group k of a row's 8 in every lane, from lo and hi (the row's groups 0-3 and 4-7 in both 128-bit
- * halves): one in-lane shuffle, where a broadcast from memory per group would take a load port
- * (the activations keep those busy; in cache 1.1-1.2x). */
+/* Group k of a row's decoded 8 in every lane (TL_U), from lo and hi (the row's groups 0-3 and 4-7
+ * in both 128-bit halves): one in-lane shuffle, where a broadcast from memory per group would take
+ * a load port (the activations keep those busy; in cache 1.1-1.2x). TL_S, with nothing decoded,
+ * broadcasts from the weights instead (tl_sum). */
 static inline __attribute__((always_inline)) __m256i tl_group(__m256i lo, __m256i hi, int k) {
     return nb_avx2_dword_lane(k < 4 ? lo : hi, k & 3);
 }
