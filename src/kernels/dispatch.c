@@ -13,7 +13,7 @@
 #include "kernels/kernels.h"
 
 float nb_e8m0_half_table[256];
-float nb_ue4m3_half_table[256];
+float nb_ue4m3_half_table[256][2];
 
 static nb_kernel merged[3][NB_KERNEL_TYPES];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
@@ -52,7 +52,7 @@ static void overlay(nb_kernel *dst, const nb_kernel *src) {
 static void fill_tables(void) {
     for (int i = 0; i < 256; i++) {
         nb_e8m0_half_table[i] = nb_e8m0_to_fp32_half((uint8_t)i);
-        nb_ue4m3_half_table[i] = nb_ue4m3_to_fp32_half((uint8_t)i);
+        nb_ue4m3_half_table[i][0] = nb_ue4m3_half_table[i][1] = nb_ue4m3_to_fp32_half((uint8_t)i);
     }
     for (int t = 0; t < NB_KERNEL_TYPES; t++) {
         merged[NB_ISA_REF][t] = nb_kernels_ref[t];

@@ -254,7 +254,7 @@ static inline float nb_lane_sum(const float a[8]) {
 
 /* Decode tables shared by the SIMD variants, filled once by dispatch (same values as codes.h). */
 extern float nb_e8m0_half_table[256];
-extern float nb_ue4m3_half_table[256];
+extern float nb_ue4m3_half_table[256][2]; /* each value twice: one 8-byte load fills a lane pair */
 void nb_kernel_tables_init(void);
 
 /* Per-ISA tables, indexed by GGUF type id (NULL mm = no kernel). The x86 sets exist in x86 builds

@@ -120,7 +120,7 @@ static inline unit dec_mxfp4(const uint8_t *row, int64_t u) {
 static inline const uint8_t *nv_unit(const uint8_t *row, int64_t u, __m128 *s) { /* its bytes; *s: s0, s0, s1, s1 */
     const nb_block_nvfp4 *b = (const nb_block_nvfp4 *)row + u / 2;
     const int h = (int)(u & 1);
-    const float s0 = nb_ue4m3_half_table[b->d[2 * h]], s1 = nb_ue4m3_half_table[b->d[2 * h + 1]];
+    const float s0 = nb_ue4m3_half_table[b->d[2 * h]][0], s1 = nb_ue4m3_half_table[b->d[2 * h + 1]][0];
     *s = _mm_setr_ps(s0, s0, s1, s1);
     return b->qs + 16 * h;
 }
@@ -422,36 +422,46 @@ static inline __attribute__((always_inline)) void tile_nv(int ub, int R, int T, 
         }
 }
 
-/* NVFP4's GEMV tile: tile_nv's lanes and chains for 4 rows and one token, a block (two units) per
- * iteration. Its 16 scale codes are decoded at the block's start and used within it (nb_nv_codes,
- * then each unit's halves widened as in nb_nv_unit_scales but without the exact * 128, which goes
- * into the token's scale instead: s * 2^-8 * (128 da) rounds as (s * 2^-8 * 128) * da, both being
- * the one rounding of the same product), and each row pair is decoded where its products use it,
- * so that its 4 sums and the token's values stay in registers. */
-static inline __attribute__((always_inline)) void tile_nv1(int64_t nu, const uint8_t *w, size_t ws, size_t rs,
+/* The scales of unit k of NVFP4 blocks x and z as tile_nv's lanes hold them, [x's d2k, d2k, d2k+1,
+ * d2k+1 | z's], from the pair table: four loads, two vmovhps and a vinsertf128. On a Zen 3 core
+ * (a throwaway harness in L1, 8-row tile) this took 4.3 cycles per row and unit where the fp16
+ * decode of each 4 rows' 16 codes (nb_nv_codes, a vcvtph2ps per row pair and unit) took 4.75;
+ * four broadcasts and three blends instead of the vmovhps and vinsertf128 took 4.5. */
+static inline __m256 nv_pair_scales(const nb_block_nvfp4 *x, const nb_block_nvfp4 *z, int k) {
+    const float(*t)[2] = nb_ue4m3_half_table;
+    const __m128 sx = _mm_loadh_pi(_mm_castpd_ps(_mm_load_sd((const double *)t[x->d[2 * k]])), (const __m64 *)t[x->d[2 * k + 1]]);
+    const __m128 sz = _mm_loadh_pi(_mm_castpd_ps(_mm_load_sd((const double *)t[z->d[2 * k]])), (const __m64 *)t[z->d[2 * k + 1]]);
+    return _mm256_setr_m128(sx, sz);
+}
+
+/* NVFP4's GEMV tiles: tile_nv's lanes and chains for R = 4 or 8 rows (rs rows apart) and one
+ * token, a block (two units) per iteration, each row pair decoded where its products use it, so
+ * that its 4 sums and the token's values stay in registers. The tile loop takes 8 rows
+ * (tile_nvfp4_8x1): the token's loads and corrections serve twice the rows. */
+static inline __attribute__((always_inline)) void tile_nv1(int R, int64_t nu, const uint8_t *w, size_t ws, size_t rs,
                                                            const uint8_t *a, float *y) {
-    const nb_block_nvfp4 *const row[4] = {(const nb_block_nvfp4 *)w, (const nb_block_nvfp4 *)(w + rs * ws),
-                                          (const nb_block_nvfp4 *)(w + 2 * rs * ws),
-                                          (const nb_block_nvfp4 *)(w + 3 * rs * ws)};
-    __m256 lo_acc[2], hi_acc[2]; /* pair j's lanes, as tile_nv's */
-    #pragma GCC unroll 2
-    for (int j = 0; j < 2; j++) lo_acc[j] = hi_acc[j] = _mm256_setzero_ps();
+    const nb_block_nvfp4 *row[8];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++) row[r] = (const nb_block_nvfp4 *)(w + (size_t)r * rs * ws);
+    __m256 lo_acc[4], hi_acc[4]; /* pair j's lanes, as tile_nv's */
+    #pragma GCC unroll 4
+    for (int j = 0; j < R / 2; j++) lo_acc[j] = hi_acc[j] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nu / 2; i++) {
-        const nb_block_nvfp4 *const b[4] = {row[0] + i, row[1] + i, row[2] + i, row[3] + i};
-        #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) _mm_prefetch((const char *)b[r] + nb_prefetch_bytes(nvfp4_unit_bytes), _MM_HINT_T0);
-        const __m256i codes = nb_nv_codes(b);
+        const nb_block_nvfp4 *b[8];
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            b[r] = row[r] + i;
+            _mm_prefetch((const char *)b[r] + nb_prefetch_bytes(nvfp4_unit_bytes), _MM_HINT_T0);
+        }
         #pragma GCC unroll 2
         for (int k = 0; k < 2; k++) { /* unit k of the block */
             const nb_block_q8_0x *ab = (const nb_block_q8_0x *)a + 2 * i + k;
             const __m256i alo = bcast16(ab->qs), ahi = bcast16(ab->qs + 16);
             const __m256i nlo = _mm256_srai_epi32(bcast16(ab->nc), 3), nhi = _mm256_srai_epi32(bcast16(ab->nc + 4), 3);
-            const __m256 ad = _mm256_set1_ps(ab->d * 128.0f);
-            const __m256i dup = k ? _mm256_unpackhi_epi16(codes, codes) : _mm256_unpacklo_epi16(codes, codes);
-            #pragma GCC unroll 2
-            for (int j = 0; j < 2; j++) {
-                const __m256 sd = _mm256_mul_ps(
-                    _mm256_cvtph_ps(j ? _mm256_extracti128_si256(dup, 1) : _mm256_castsi256_si128(dup)), ad);
+            const __m256 ad = _mm256_set1_ps(ab->d);
+            #pragma GCC unroll 4
+            for (int j = 0; j < R / 2; j++) {
+                const __m256 sd = _mm256_mul_ps(nv_pair_scales(b[2 * j], b[2 * j + 1], k), ad);
                 __m256i lo, hi;
                 fp4_codes2(b[2 * j]->qs + 16 * k, b[2 * j + 1]->qs + 16 * k, &lo, &hi);
                 const __m256i one = _mm256_set1_epi16(1);
@@ -462,12 +472,18 @@ static inline __attribute__((always_inline)) void tile_nv1(int64_t nu, const uin
             }
         }
     }
-    #pragma GCC unroll 4
-    for (int r = 0; r < 4; r++) {
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
         const __m256 l = lo_acc[r / 2], h = hi_acc[r / 2];
         const __m256 v = r & 1 ? _mm256_permute2f128_ps(l, h, 0x31) : _mm256_permute2f128_ps(l, h, 0x20);
         y[(size_t)r * rs] = nv_lane_sum(v);
     }
+}
+
+static inline void tile_nvfp4_8x1(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as,
+                                  float *y, size_t ldy) {
+    (void)as, (void)ldy;
+    tile_nv1(8, nu, w, ws, rs, a, y);
 }
 
 /* The tile of Q4_0 and Q5_0 against NB_ACT_Q8_0X activations. vpmaddubsw takes the unsigned
@@ -756,7 +772,7 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
                                        size_t as, float *y, size_t ldy) {                                 \
         if (R == 4 && T == 1)                                                                            \
-            tile_nv1(nu, w, ws, rs, a, y);                                                               \
+            tile_nv1(4, nu, w, ws, rs, a, y);                                                            \
         else                                                                                             \
             tile_nv(ty##_unit_bytes, R, T, nu, w, ws, rs, a, as, y, ldy);                                 \
     }
@@ -783,13 +799,14 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
                                   int64_t nt, float *y, size_t ldy) {                                         \
         nb_avx2_tile_loop_small(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                      \
     }
-/* The tile loop of a type: MXFP4's with its GEMV tile of 8 rows (tile_mxfp4_8x1), the others' plain. */
+/* The tile loop of a type: MXFP4's and NVFP4's with their GEMV tiles of 8 rows (tile_mxfp4_8x1,
+ * tile_nvfp4_8x1), the others' plain. */
 #define GEMV_LOOP(ty) GEMV_LOOP_##ty
 #define GEMV_LOOP_mxfp4(...) nb_avx2_gemv8_loop(tile_mxfp4_8x1, __VA_ARGS__)
 #define GEMV_LOOP_q4_0 nb_avx2_tile_loop
 #define GEMV_LOOP_q5_0 nb_avx2_tile_loop
 #define GEMV_LOOP_q8_0 nb_avx2_tile_loop
-#define GEMV_LOOP_nvfp4 nb_avx2_tile_loop
+#define GEMV_LOOP_nvfp4(...) nb_avx2_gemv8_loop(tile_nvfp4_8x1, __VA_ARGS__)
 /* The kernel of a panel type ty: tiles TILE, and from PANEL_MIN_TOKENS the panels on rows of at
  * most max_nu units, the token kernel panel_tokens_##tok against activation blocks nb_block_##ab,
  * results by out (panel.h). */
