@@ -1,6 +1,8 @@
 /*
  * fp4.h: the reduction that the AVX2 and AVX-512 MXFP4 tiles share (their lane layouts are the
- * same at that point; the contract is in kernels.h), and both sets' NVFP4 scale decoder.
+ * same at that point; the contract is in kernels.h), and the AVX-512 set's NVFP4 scale decoder
+ * (AVX2's tiles read the scales from a table instead, units.h nv_pair_scales: on Zen 3 the
+ * decode's conversions and shuffles cost more than the loads).
  *
  * MXFP4 keeps one lane per row and token: both sets first reduce a unit to 4 dword lanes per row,
  * two rows per register ([row 0 | row 1] and [row 2 | row 3] by 128-bit half), then two rounds of

@@ -350,14 +350,25 @@ static inline float nv_lane_sum(__m256 v) {
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
 }
 
+/* The scales of unit k of NVFP4 blocks x and z as tile_nv's lanes hold them, [x's d2k, d2k, d2k+1,
+ * d2k+1 | z's], from the pair table: four loads, two vmovhps and a vinsertf128. On a Zen 3 core
+ * (a throwaway harness in L1, tile_nv1's 8 rows) this took 4.3 cycles per row and unit where the
+ * fp16 decode of each 4 rows' 16 codes (nb_nv_codes, a vcvtph2ps per row pair and unit) took
+ * 4.75; four broadcasts and three blends instead of the vmovhps and vinsertf128 took 4.5. */
+static inline __m256 nv_pair_scales(const nb_block_nvfp4 *x, const nb_block_nvfp4 *z, int k) {
+    const float(*t)[2] = nb_ue4m3_half_table;
+    const __m128 sx = _mm_loadh_pi(_mm_castpd_ps(_mm_load_sd((const double *)t[x->d[2 * k]])), (const __m64 *)t[x->d[2 * k + 1]]);
+    const __m128 sz = _mm_loadh_pi(_mm_castpd_ps(_mm_load_sd((const double *)t[z->d[2 * k]])), (const __m64 *)t[z->d[2 * k + 1]]);
+    return _mm256_setr_m128(sx, sz);
+}
+
 /* The tile of NVFP4 against NB_ACT_Q8_0X_NV activations: tile_u's 8 lanes per row and token (c <=
  * 28, nc >> 3 = -16 * sum4(a)) in the nibbles' order, two rows per register pair (fp4_codes2): lo
  * = [x's groups 0,1,4,5 | z's], hi = [x's groups 2,3,6,7 | z's], whose scales are s0, s0, s1, s1
- * in every half, so one scale product per row pair and token serves both. Up to 2 tokens the
- * scale codes of a block's 4 rows are one decode at its first unit (nb_nv_codes); at 3 tokens,
- * whose products keep the vector ports busy, each unit's scales come from the table by loads
- * (the decode there lost 12 % in cache). A row's 8 chains are those of one register, [g0 g1 g4
- * g5 | g2 g3 g6 g7], gathered from lo and hi at the end. */
+ * in every half, so one scale product per row pair and token serves both; those scales come from
+ * the pair table (nv_pair_scales: 1.06-1.09x at 2 tokens over nb_nv_codes' decode, 1.03x at 3
+ * over a 4-lane build per row, in cache; stop 52). A row's 8 chains are those of one register,
+ * [g0 g1 g4 g5 | g2 g3 g6 g7], gathered from lo and hi at the end. */
 static inline __attribute__((always_inline)) void tile_nv(int ub, int R, int T, int64_t nu, const uint8_t *w, size_t ws,
                                                           size_t rs, const uint8_t *a, size_t as, float *y, size_t ldy) {
     const int S = (R + 1) / 2; /* row pairs (an odd last row pairs with itself) */
@@ -372,7 +383,6 @@ static inline __attribute__((always_inline)) void tile_nv(int ub, int R, int T, 
     for (int j = 0; j < S; j++)
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) lo_acc[j][t] = hi_acc[j][t] = _mm256_setzero_ps();
-    __m256i codes = _mm256_setzero_si256();
     for (int64_t u = 0; u < nu; u++) {
         const int k = (int)(u & 1); /* unit k of block u / 2 */
         const nb_block_nvfp4 *const b[4] = {(const nb_block_nvfp4 *)p[0] + u / 2, (const nb_block_nvfp4 *)p[1] + u / 2,
@@ -381,18 +391,10 @@ static inline __attribute__((always_inline)) void tile_nv(int ub, int R, int T, 
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++) /* two units (36 bytes) per prefetch of a row */
                 _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + nb_prefetch_bytes(ub), _MM_HINT_T0);
-            if (T < 3) codes = nb_nv_codes(b);
         }
         __m256 sc[2];
-        if (T < 3)
-            nb_nv_unit_scales(codes, k, sc);
-        else
-            #pragma GCC unroll 2
-            for (int j = 0; j < S; j++) {
-                __m128 sx, sz;
-                nv_unit((const uint8_t *)b[2 * j], k, &sx), nv_unit((const uint8_t *)b[2 * j + 1], k, &sz);
-                sc[j] = _mm256_setr_m128(sx, sz);
-            }
+        #pragma GCC unroll 2
+        for (int j = 0; j < S; j++) sc[j] = nv_pair_scales(b[2 * j], b[2 * j + 1], k);
         __m256i lo[RMAX / 2], hi[RMAX / 2];
         #pragma GCC unroll 8
         for (int j = 0; j < S; j++) fp4_codes2(b[2 * j]->qs + 16 * k, b[2 * j + 1]->qs + 16 * k, &lo[j], &hi[j]);
@@ -420,18 +422,6 @@ static inline __attribute__((always_inline)) void tile_nv(int ub, int R, int T, 
             y[(size_t)t * ldy + (size_t)r * rs] =
                 nv_lane_sum(r & 1 ? _mm256_permute2f128_ps(l, h, 0x31) : _mm256_permute2f128_ps(l, h, 0x20));
         }
-}
-
-/* The scales of unit k of NVFP4 blocks x and z as tile_nv's lanes hold them, [x's d2k, d2k, d2k+1,
- * d2k+1 | z's], from the pair table: four loads, two vmovhps and a vinsertf128. On a Zen 3 core
- * (a throwaway harness in L1, 8-row tile) this took 4.3 cycles per row and unit where the fp16
- * decode of each 4 rows' 16 codes (nb_nv_codes, a vcvtph2ps per row pair and unit) took 4.75;
- * four broadcasts and three blends instead of the vmovhps and vinsertf128 took 4.5. */
-static inline __m256 nv_pair_scales(const nb_block_nvfp4 *x, const nb_block_nvfp4 *z, int k) {
-    const float(*t)[2] = nb_ue4m3_half_table;
-    const __m128 sx = _mm_loadh_pi(_mm_castpd_ps(_mm_load_sd((const double *)t[x->d[2 * k]])), (const __m64 *)t[x->d[2 * k + 1]]);
-    const __m128 sz = _mm_loadh_pi(_mm_castpd_ps(_mm_load_sd((const double *)t[z->d[2 * k]])), (const __m64 *)t[z->d[2 * k + 1]]);
-    return _mm256_setr_m128(sx, sz);
 }
 
 /* NVFP4's GEMV tiles: tile_nv's lanes and chains for R = 4 or 8 rows (rs rows apart) and one
