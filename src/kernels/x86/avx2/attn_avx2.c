@@ -114,6 +114,35 @@ void nb_attn_decode_chunk_avx2(int vtype, const uint8_t *v, size_t vs, int n, in
     }
 }
 
+/* Eight elements of a Q4_0 value row in the nibbles' order: the low and high nibbles of bytes
+ * i..i+3 of block b (elements i..i+3 and i+16..i+19), (q - 8) * s as one fma (q * s - 8s: the
+ * exact value rounded once, as the product of q - 8). A broadcast load, a variable shift and a mask
+ * per 8 elements, where the bytes in the elements' order took two shifts, a subtraction and a
+ * sign extension on the shuffle pipes: decode's Q4_0 value sums 1.08x (Zen 3, stop 52). */
+static inline __m256 q4_0_eight(const nb_block_q4_0 *b, int i, __m256 s, __m256 m8) {
+    int32_t q;
+    memcpy(&q, b->qs + i, 4);
+    const __m256i c = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(q), _mm256_setr_epi32(0, 8, 16, 24, 4, 12, 20, 28)),
+                                       _mm256_set1_epi32(15));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), s, m8);
+}
+
+/* Register k of a tile at element d (W wide): elements d + 8k .. d + 8k + 7, or for Q4_0 (nib) the
+ * nibbles' order of q4_0_eight, bytes o/2 + 4k .. o/2 + 4k + 3 of the block at d - o (o = d % 32):
+ * the tiles at d and d + 16 (W 16), or the one at d (W 32), cover the block between them. */
+static inline const float *reg_lo(int nib, const float *a, int d, int k) {
+    return nib ? a + (d - d % 32) + (d % 32) / 2 + 4 * k : a + d + 8 * k;
+}
+static inline __m256 reg_load(int nib, const float *a, int d, int k) {
+    const float *lo = reg_lo(nib, a, d, k);
+    return nib ? _mm256_loadu2_m128(lo + 16, lo) : _mm256_loadu_ps(lo);
+}
+static inline void reg_store(int nib, float *a, int d, int k, __m256 x) {
+    float *lo = (float *)reg_lo(nib, a, d, k);
+    if (nib) _mm256_storeu2_m128(lo + 16, lo, x);
+    else _mm256_storeu_ps(lo, x);
+}
+
 /* Few rows (decode: a kv head's query heads): elements d..d+W-1 of R rows (R * W / 8 <= 8
  * accumulators) held in registers over n value rows (a group of PV_KEYS, in L1 after the first
  * elements), each decoded in registers once for all R rows as it goes by. Three or four rows
@@ -122,16 +151,23 @@ void nb_attn_decode_chunk_avx2(int vtype, const uint8_t *v, size_t vs, int n, in
  * two broadcast them from p as they go (pre-broadcast, they measured no faster). */
 static inline __attribute__((always_inline)) void direct_tile(int vtype, int R, int W, const uint8_t *v, size_t vs, int n,
                                                               int D, const __m256 *pb, const float *p, size_t ldp, float *acc, int d) {
+    const int nib = vtype == NB_TYPE_Q4_0;
     __m256 a[4][4];
     #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 4
-        for (int k = 0; k < W / 8; k++) a[r][k] = _mm256_loadu_ps(acc + (size_t)r * D + d + 8 * k);
+        for (int k = 0; k < W / 8; k++) a[r][k] = reg_load(nib, acc + (size_t)r * D, d, k);
     for (int j = 0; j < n; j++) {
         __m256 x[4];
         /* the group after this one, the part of its rows this tile will read there */
         _mm_prefetch((const char *)v + (size_t)(j + PV_KEYS) * vs + (size_t)d * vs / (size_t)D, _MM_HINT_T0);
-        loadw(vtype, v + (size_t)j * vs, d, W, x);
+        if (nib) {
+            const nb_block_q4_0 *b = (const nb_block_q4_0 *)(v + (size_t)j * vs) + d / NB_QK4_0;
+            const __m256 s = nb_avx2_fp16_bcast(b->d), m8 = _mm256_mul_ps(s, _mm256_set1_ps(-8.0f));
+            #pragma GCC unroll 4
+            for (int k = 0; k < W / 8; k++) x[k] = q4_0_eight(b, (d % 32) / 2 + 4 * k, s, m8);
+        } else
+            loadw(vtype, v + (size_t)j * vs, d, W, x);
         #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const __m256 w = R > 2 ? pb[4 * j + r] : _mm256_broadcast_ss(p + (size_t)r * ldp + (size_t)j);
@@ -142,7 +178,7 @@ static inline __attribute__((always_inline)) void direct_tile(int vtype, int R, 
     #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
         #pragma GCC unroll 4
-        for (int k = 0; k < W / 8; k++) _mm256_storeu_ps(acc + (size_t)r * D + d + 8 * k, a[r][k]);
+        for (int k = 0; k < W / 8; k++) reg_store(nib, acc + (size_t)r * D, d, k, a[r][k]);
 }
 
 /* rows <= 4 over nk value rows, PV_KEYS at a time: one or two rows 32 elements a tile, three or
