@@ -117,8 +117,9 @@ void nb_attn_decode_chunk_avx2(int vtype, const uint8_t *v, size_t vs, int n, in
 /* Eight elements of a Q4_0 value row in the nibbles' order: the low and high nibbles of bytes
  * i..i+3 of block b (elements i..i+3 and i+16..i+19), (q - 8) * s as one fma (q * s - 8s: the
  * exact value rounded once, as the product of q - 8). A broadcast load, a variable shift and a mask
- * per 8 elements, where the bytes in the elements' order took two shifts, a subtraction and a
- * sign extension on the shuffle pipes: decode's Q4_0 value sums 1.08x (Zen 3, stop 52). */
+ * per 8 elements, where the bytes in the elements' order took, per 16, two shifts, a mask, a
+ * subtraction and two sign extensions, mostly on the shuffle pipes: decode's Q4_0 value sums
+ * 1.08-1.13x (Zen 3, stop 52). */
 static inline __m256 q4_0_eight(const nb_block_q4_0 *b, int i, __m256 s, __m256 m8) {
     int32_t q;
     memcpy(&q, b->qs + i, 4);
