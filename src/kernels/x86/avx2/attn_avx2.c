@@ -68,7 +68,8 @@ static inline __attribute__((always_inline)) __m256 load8(int type, const uint8_
 }
 
 /* Elements d..d+W-1 of a value row into W/8 registers (W 16 or 32, d a multiple of W), decoded in
- * place: W = 32 is one Q8_0 / Q4_0 block, W = 16 half of one. */
+ * place: W = 32 is one Q8_0 / Q4_0 block, W = 16 half of one (Q8_0 and the float types: decode's
+ * tiles take Q4_0 in the nibbles' order instead, q4_0_eight). */
 static inline __attribute__((always_inline)) void loadw(int vtype, const uint8_t *row, int d, int W, __m256 x[4]) {
     if (vtype == NB_TYPE_F16 || vtype == NB_TYPE_F32 || vtype == NB_TYPE_BF16) {
         #pragma GCC unroll 4
@@ -79,18 +80,15 @@ static inline __attribute__((always_inline)) void loadw(int vtype, const uint8_t
         #pragma GCC unroll 4
         for (int k = 0; k < W / 8; k++)
             x[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b->qs + (W == 32 ? 0 : d % NB_QK8_0) + 8 * k)))), s);
-    } else { /* Q4_0: elements 0..15 in the low nibbles, 16..31 in the high ones */
+    } else { /* Q4_0, a whole block: elements 0..15 in the low nibbles, 16..31 in the high ones */
         const nb_block_q4_0 *b = (const nb_block_q4_0 *)row + d / NB_QK4_0;
         const __m256 s = nb_avx2_fp16_bcast(b->d);
         const __m128i bytes = _mm_loadu_si128((const __m128i *)b->qs), m = _mm_set1_epi8(15), e = _mm_set1_epi8(8);
-        /* W = 16 decodes the nibbles of its half only, by a shift of 0 or 4 that stays the same
-         * over the tile's rows (a part chosen by index went through the stack) */
-        const __m128i nib = W == 32 ? bytes : _mm_srl_epi16(bytes, _mm_cvtsi32_si128(d & 16 ? 4 : 0));
-        const __m128i lo = _mm_sub_epi8(_mm_and_si128(nib, m), e);
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(bytes, m), e);
         const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), m), e);
         const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
         #pragma GCC unroll 4
-        for (int k = 0; k < W / 8; k++) x[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[k])), s);
+        for (int k = 0; k < 4; k++) x[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part[k])), s);
     }
 }
 

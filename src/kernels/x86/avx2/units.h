@@ -372,11 +372,11 @@ static inline __m256 nv_pair_scales(const nb_block_nvfp4 *x, const nb_block_nvfp
 static inline __attribute__((always_inline)) void tile_nv(int ub, int R, int T, int64_t nu, const uint8_t *w, size_t ws,
                                                           size_t rs, const uint8_t *a, size_t as, float *y, size_t ldy) {
     const int S = (R + 1) / 2; /* row pairs (an odd last row pairs with itself) */
-    const uint8_t *p[4];       /* pair j's rows x, z at p[2j], p[2j + 1]; a pair past S repeats pair 0 for the scales */
+    const uint8_t *p[4];       /* pair j's rows x, z at p[2j], p[2j + 1] */
     #pragma GCC unroll 2
-    for (int j = 0; j < 2; j++) {
-        const int x = j < S ? 2 * j : 0, z = 2 * j + 1 < R ? 2 * j + 1 : x;
-        p[2 * j] = w + (size_t)x * rs * ws, p[2 * j + 1] = w + (size_t)z * rs * ws;
+    for (int j = 0; j < S; j++) {
+        const int z = 2 * j + 1 < R ? 2 * j + 1 : 2 * j;
+        p[2 * j] = w + (size_t)(2 * j) * rs * ws, p[2 * j + 1] = w + (size_t)z * rs * ws;
     }
     __m256 lo_acc[RMAX / 2][TMAX], hi_acc[RMAX / 2][TMAX];
     #pragma GCC unroll 8
@@ -385,8 +385,9 @@ static inline __attribute__((always_inline)) void tile_nv(int ub, int R, int T, 
         for (int t = 0; t < T; t++) lo_acc[j][t] = hi_acc[j][t] = _mm256_setzero_ps();
     for (int64_t u = 0; u < nu; u++) {
         const int k = (int)(u & 1); /* unit k of block u / 2 */
-        const nb_block_nvfp4 *const b[4] = {(const nb_block_nvfp4 *)p[0] + u / 2, (const nb_block_nvfp4 *)p[1] + u / 2,
-                                            (const nb_block_nvfp4 *)p[2] + u / 2, (const nb_block_nvfp4 *)p[3] + u / 2};
+        const nb_block_nvfp4 *b[4];
+        #pragma GCC unroll 4
+        for (int i = 0; i < 2 * S; i++) b[i] = (const nb_block_nvfp4 *)p[i] + u / 2;
         if (k == 0) {
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++) /* two units (36 bytes) per prefetch of a row */
