@@ -202,7 +202,9 @@ typedef struct {
     float d;       /* the fp16 scale, widened */
 } nb_block_q8_0x;
 /* The FP4 kernels' variants (AVX-512, AVX2): NB_ACT_Q8_0X_MX's nc[k] for k < 4 holds the sum of
- * the corrections of groups k and k+4 (the codes MXFP4's nibble split pairs; nc[4..7] unused),
+ * the corrections of groups k and k+4 (the codes MXFP4's nibble split pairs), nc[4] and nc[5]
+ * -16 times the sums of groups 0, 1, 4, 5 and of 2, 3, 6, 7 (AVX2's MXFP4 GEMV tile takes them as
+ * one 8-byte broadcast), nc[6..7] zero,
  * and NB_ACT_Q8_0X_NV puts each unit's codes, and the corrections with them, in the order
  * NVFP4's nibbles take them (elements 0-7, 16-23, 8-15, 24-31). */
 #define NB_ACT_Q8_0X_MX 1001

@@ -48,10 +48,15 @@ static void nv_order(nb_block_q8_0x *b, int64_t nb) {
 }
 
 /* NB_ACT_Q8_0X_MX's corrections: nc[k] += nc[k+4], the groups whose codes MXFP4's nibble split
- * puts in one lane. */
+ * puts in one lane; then nc[4] and nc[5], the pair sums (nc[0] + nc[1]) >> 3 and (nc[2] + nc[3]) >> 3
+ * (kernels.h). */
 static void fold_nc(nb_block_q8_0x *b, int64_t nb) {
-    for (int64_t i = 0; i < nb; i++)
+    for (int64_t i = 0; i < nb; i++) {
         for (int k = 0; k < 4; k++) b[i].nc[k] += b[i].nc[k + 4];
+        b[i].nc[4] = (b[i].nc[0] + b[i].nc[1]) >> 3;
+        b[i].nc[5] = (b[i].nc[2] + b[i].nc[3]) >> 3;
+        b[i].nc[6] = b[i].nc[7] = 0;
+    }
 }
 
 /* The halves' corrections ns of Q8_0X blocks (element order: before fold_nc or nv_order). */

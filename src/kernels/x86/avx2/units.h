@@ -284,10 +284,15 @@ static inline __attribute__((always_inline)) void tile_mx(int ub, int R, int T, 
 }
 
 /* MXFP4's scales of 8 lanes from their rows' E8M0 codes (byte i of e: lane i's), as
- * nb_e8m0_to_fp32_half decodes them: (e - 1) << 23, and the denormals 0x00200000 << e for e < 2. */
+ * nb_e8m0_to_fp32_half decodes them: (e - 1) << 23, and the denormals 0x00200000 << e for e < 2,
+ * whose blend is skipped when no code is below 2 (one test of the 8 bytes in a general register;
+ * real weights' scales are far above 2^-126). */
 static inline __m256 mx_scales8(uint64_t e) {
     const __m256i v = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)e));
     const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
+    const uint64_t low = e & 0xFEFEFEFEFEFEFEFEull; /* a zero byte: a code below 2 */
+    if (__builtin_expect(!((low - 0x0101010101010101ull) & ~low & 0x8080808080808080ull), 1))
+        return _mm256_castsi256_ps(norm);
     const __m256i den = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), v);
     return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, den, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), v)));
 }
@@ -304,31 +309,34 @@ static inline void tile_mxfp4_8x1(int64_t nu, const uint8_t *w, size_t ws, size_
                                   float *y, size_t ldy) {
     (void)as, (void)ldy;
     const __m256i one = _mm256_set1_epi16(1);
-    const uint8_t *row[8];
+    size_t off[8]; /* row r at off[r] from row 0: one pointer steps through the units */
     #pragma GCC unroll 8
-    for (int r = 0; r < 8; r++) row[r] = w + (size_t)r * rs * ws;
+    for (int r = 0; r < 8; r++) off[r] = (size_t)r * rs * ws;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t u = 0; u < nu; u++) {
+        const uint8_t *b = w + u * mxfp4_unit_bytes;
         const nb_block_q8_0x *ab = (const nb_block_q8_0x *)a + u;
         const __m256i alo = bcast16(ab->qs), ahi = bcast16(ab->qs + 16);
-        const __m256i n4 = _mm256_srai_epi32(bcast16(ab->nc), 3); /* -16 * the sums of groups k and k + 4 */
-        const __m256i corr = _mm256_add_epi32(_mm256_shuffle_epi32(n4, 0x88), _mm256_shuffle_epi32(n4, 0xDD));
+        int64_t c2; /* nc[4], nc[5]: -16 * the sums of groups 0, 1, 4, 5 and 2, 3, 6, 7 */
+        memcpy(&c2, ab->nc + 4, 8);
+        const __m256i corr = _mm256_set1_epi64x(c2);
         if ((u & 1) == 0) /* two units (34 bytes) per prefetch of a row */
             #pragma GCC unroll 8
             for (int r = 0; r < 8; r++)
-                _mm_prefetch((const char *)row[r] + u * 17 + nb_prefetch_bytes(mxfp4_unit_bytes), _MM_HINT_T0);
+                _mm_prefetch((const char *)b + off[r] + nb_prefetch_bytes(mxfp4_unit_bytes), _MM_HINT_T0);
         __m256i p[4];
-        uint64_t e = 0;
+        uint64_t e2[4]; /* pair j's two codes at lanes j, j + 4; ored as a tree, not a chain of 8 */
         #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
-            const nb_block_mxfp4 *x = (const nb_block_mxfp4 *)row[2 * j] + u;
-            const nb_block_mxfp4 *z = (const nb_block_mxfp4 *)row[2 * j + 1] + u;
+            const nb_block_mxfp4 *x = (const nb_block_mxfp4 *)(b + off[2 * j]);
+            const nb_block_mxfp4 *z = (const nb_block_mxfp4 *)(b + off[2 * j + 1]);
             __m256i lo, hi;
             fp4_codes2(x->qs, z->qs, &lo, &hi);
             const __m256i w16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo), _mm256_maddubs_epi16(hi, ahi));
             p[j] = _mm256_madd_epi16(w16, one);
-            e |= (uint64_t)x->e << 8 * j | (uint64_t)z->e << (8 * j + 32); /* lanes j, j + 4 */
+            e2[j] = (uint64_t)x->e << 8 * j | (uint64_t)z->e << (8 * j + 32);
         }
+        const uint64_t e = (e2[0] | e2[1]) | (e2[2] | e2[3]);
         const __m256i m0 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_packs_epi32(p[0], p[1]), one), corr);
         const __m256i m1 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_packs_epi32(p[2], p[3]), one), corr);
         const __m256i sum = _mm256_madd_epi16(_mm256_packs_epi32(m0, m1), one);
