@@ -165,9 +165,9 @@ TEST(avx512_gemm_panels_match_reference) {
  * and two groups of 8, over one and several chunks of units, a whole and a partial tile of rows;
  * 16 to 63 in AVX-512's row lanes by groups of tokens (31: three uneven ones, 63: the last count
  * before its panels); NVFP4 and all: the panels from NB_BLOCK_MIN, rows over several panel chunks
- * and more tokens than a panel keeps), and below it the quantized route's; the types with a block order take it (the
- * kernel's name says so, and it differs from llama.cpp's order somewhere in 13 x 71 and 13 x 8
- * random products). */
+ * and more tokens than a panel keeps; Q4_K's, its GEMV's order, the same), and below it the
+ * quantized route's; the types with a block order take it (the kernel's name says so, and it
+ * differs from llama.cpp's order somewhere in 13 x 71 and 13 x 8 random products). */
 TEST(block_route_matches_reference) {
     if (nb_isa_best() < NB_ISA_AVX2) SKIP("no AVX2");
     static const int64_t toks[] = {1, NB_BLOCK_MIN_SMALL - 1, NB_BLOCK_MIN_SMALL, 9, 12, NB_BLOCK_MIN - 1,
@@ -188,14 +188,15 @@ TEST(block_route_matches_reference) {
     }
     /* each type with a block order, at 71 tokens; those from NB_BLOCK_MIN_SMALL at 8 as well */
     static const struct { int type, toks; } blocked[] = {{NB_TYPE_Q4_0, 71}, {NB_TYPE_Q5_0, 71}, {NB_TYPE_Q8_0, 71},
-                                                         {NB_TYPE_NVFP4, 71}, {NB_TYPE_Q4_0, 8}, {NB_TYPE_Q5_0, 8},
-                                                         {NB_TYPE_Q8_0, 8}};
+                                                         {NB_TYPE_NVFP4, 71}, {NB_TYPE_Q4_K, 71}, {NB_TYPE_Q4_0, 8},
+                                                         {NB_TYPE_Q5_0, 8}, {NB_TYPE_Q8_0, 8}};
     for (int i = 0; i < (int)(sizeof blocked / sizeof blocked[0]); i++) {
         const int type = blocked[i].type;
         const char *name = nb_matmul_kernel_name(type, NB_ROUTE_BLOCK);
         CHECK(name && strstr(name, "(block)"), "%s block route kernel: %s", nb_type_name(type), name ? name : "NULL");
         problem p;
-        CHECK(make(&p, type, 13, 640, blocked[i].toks), "setup %s", nb_type_name(type));
+        CHECK(make(&p, type, 13, nb_type_get(type)->block_elems == 256 ? 1024 : 640, blocked[i].toks), "setup %s",
+              nb_type_name(type));
         CHECK(nb_matmul_isa(NB_ISA_REF, NULL, p.type, p.w, 0, p.n_out, p.n_in, p.x, p.n_tok, p.y_ref, NB_ROUTE_QUANT) == NB_OK &&
                   nb_matmul_isa(NB_ISA_REF, NULL, p.type, p.w, 0, p.n_out, p.n_in, p.x, p.n_tok, p.y, NB_ROUTE_BLOCK) == NB_OK,
               "%s matmul: %s", nb_type_name(type), nb_last_error());

@@ -210,7 +210,7 @@ static float *prefill_logits(nb_model *m, const int32_t *toks, int n, int f, int
     return lg;
 }
 
-/* fast_prefill (NB_ROUTE_BLOCK) on the default model's Q5_0 and Q8_0 products: other bits than
+/* fast_prefill (NB_ROUTE_BLOCK) on the default model's Q5_0, Q8_0 and Q4_K products: other bits than
  * llama.cpp's order, and distributions as close to its as a batch's are to one-by-one decoding
  * (api_eval_limits_and_logits: a changed rounding flips some 8-bit activation codes downstream,
  * which a float difference alone would not); no bit depends on the thread count. The prompt is

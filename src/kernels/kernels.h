@@ -39,8 +39,9 @@
  *    sum, acc = fma(dw*da, (float)p, acc); NVFP4 one lane with one fma per 16-element sub-block,
  *    in element order, acc = fma(ds*da, (float)p_s, acc). One rounding per block where the 8
  *    lanes take 8, and no tree: a little more exact, and about half the instructions of a batch.
- *    Types whose orders are already per block (MXFP4, the K-quants' batch orders) have no
- *    mm_block and run their NB_ROUTE_QUANT order.
+ *    Q4_K takes its GEMV order above (one fma per block for the sums and one for the minimum,
+ *    where its batch order takes one per 64 elements for each). Types whose orders are already
+ *    per block (MXFP4, Q6_K's batch order) have no mm_block and run their NB_ROUTE_QUANT order.
  *  These are the orders of the llama.cpp build the parity tests compare with (AVX2): its
  *  vec_dot for Q4_0/Q5_0/Q8_0/NVFP4/Q5_K/Q6_K (tinyBLAS, for batches of Q4_0/Q5_0/Q8_0, has the
  *  same lanes; NVFP4 has neither tinyBLAS nor a repack there, so ggml_vec_dot_nvfp4_q8_0 serves

@@ -316,11 +316,13 @@ def test_api(tl, srv):
              srv.metric("nibble_prompt_tokens_reused_total") > 0, "/metrics", text[:300])
 
 
-def near_tie_split(a, b, gap=0.25):
+def near_tie_split(a, b, gap=0.4):
     """Two greedy replies (logprobs entries with 2 alternatives) agree up to the first token where
     they part, and there the token each took is the other's runner-up, within `gap` nats: the
-    replies of one model whose sums differ by batch order, not of a mixed-up sequence. Returns
-    (ok, the gap where they part or None)."""
+    replies of one model whose sums differ by batch order, not of a mixed-up sequence. (The steps
+    of several slots take the block order, Q4_K's too since stop 53: one of test_concurrency's
+    replies then parts from the lone one at 0.27 nats, 0.20 before; 0.25 was set before such steps
+    took it.) Returns (ok, the gap where they part or None)."""
     for x, y in zip(a, b):
         if x.token == y.token:
             continue

@@ -383,7 +383,10 @@ const nb_kernel nb_kernels_ref[NB_KERNEL_TYPES] = {
     Q81(Q5_1, "q5_1", mm_q5_1, mmf_q5_1),
     Q8(MXFP4, "mxfp4", mm_mxfp4, mmf_mxfp4),
     Q8B(NVFP4, "nvfp4", mm_nvfp4, mmf_nvfp4, mm_nvfp4_block, NB_BLOCK_MIN),
-    [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, mm_q4_k, mmf_q4_k, "ref q4_K x q8_K", "ref q4_K x f32", 1, NULL, mm_q4_k_batch, 4, 4},
+    /* Q4_K's block order is its GEMV's (kernels.h) */
+    [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, mm_q4_k, mmf_q4_k, "ref q4_K x q8_K", "ref q4_K x f32", 1, NULL, mm_q4_k_batch, 4, 4,
+                      .mm_block = mm_q4_k, .block_min = NB_BLOCK_MIN, .block_act = NB_TYPE_Q8_K,
+                      .name_block = "ref q4_K x q8_K (block)"},
     QK(Q5_K, "q5_K", mm_q5_k, mmf_q5_k),
     [NB_TYPE_Q6_K] = {NB_TYPE_Q8_K, mm_q6_k, mmf_q6_k, "ref q6_K x q8_K", "ref q6_K x f32", 1, NULL, mm_q6_k_batch, 8, 1},
     FL(F32, "f32", mm_f32),

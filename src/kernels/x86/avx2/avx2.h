@@ -86,6 +86,7 @@ void nb_mm_q4_k_q8_k_avx2(int64_t n, const void *w, size_t ws, const void *a, si
 void nb_mm_q5_k_q8_k_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q6_k_q8_k_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q4_k_small_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
+void nb_mm_q4_k_block_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q4_k_solo_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q6_k_small_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);
 void nb_mm_q4_k_batch_q8_k_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y, size_t ldy);

@@ -89,9 +89,9 @@ BLOCKS_F32(q6_k, Q6_K)
 #define QK(t, s, n, f, r) [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx2, f, "avx2 " n " x q8_K", "avx2 " n " x f32", r}
 /* K-quants with a batch order: mm_small up to 16 tokens, whose two groups of 8 in the token-lane
  * tiles (small_kt) read 1.0-1.5x the panels' speed (docs/BENCHMARKS.md, stop 40) */
-#define QKB(t, s, n, f, r, bmin, bgroup, solo)                                                                   \
+#define QKB(t, s, n, f, r, bmin, bgroup)                                                                         \
     [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx2, f, "avx2 " n " x q8_K", "avx2 " n " x f32", r, NULL, \
-                     nb_mm_##s##_batch_q8_k_avx2, bmin, bgroup, nb_mm_##s##_small_avx2, 16, 1, .mm_solo = solo}
+                     nb_mm_##s##_batch_q8_k_avx2, bmin, bgroup, nb_mm_##s##_small_avx2, 16, 1}
 #define FL(t, s)                                                                                                  \
     [NB_TYPE_##t] = {NB_TYPE_F32, nb_mm_##s##_f32_avx2, nb_mm_##s##_f32_avx2, "avx2 " #s " x f32", "avx2 " #s " x f32", 4, \
                      .mm_small = nb_mm_##s##_small_f32_avx2, .small_max = 16}
@@ -104,9 +104,12 @@ const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES] = {
     Q8B(NVFP4, nvfp4, mmf_nvfp4, 8, NB_ACT_Q8_0X_NV, NB_ACT_Q8_0X_NV, NB_BLOCK_MIN, SMALL_MAX),
     Q81(Q4_1, q4_1),
     Q81(Q5_1, q5_1),
-    QKB(Q4_K, q4_k, "q4_K", mmf_q4_k, 8, 4, 4, nb_mm_q4_k_solo_avx2),
+    /* Q4_K as QKB, with its solo GEMV and NB_ROUTE_BLOCK's panels (kpanel.h; the AVX-512 set takes them too) */
+    [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, nb_mm_q4_k_q8_k_avx2, mmf_q4_k, "avx2 q4_K x q8_K", "avx2 q4_K x f32", 8, NULL,
+                      nb_mm_q4_k_batch_q8_k_avx2, 4, 4, nb_mm_q4_k_small_avx2, 16, 1, nb_mm_q4_k_block_avx2, NB_BLOCK_MIN,
+                      NB_TYPE_Q8_K, "avx2 q4_K x q8_K (block)", nb_mm_q4_k_solo_avx2},
     QK(Q5_K, q5_k, "q5_K", mmf_q5_k, 4),
-    QKB(Q6_K, q6_k, "q6_K", mmf_q6_k, 8, 8, 1, NULL),
+    QKB(Q6_K, q6_k, "q6_K", mmf_q6_k, 8, 8, 1),
     FL(F32, f32),
     [NB_TYPE_F16] = {NB_TYPE_F32, nb_mm_f16_f32_avx2, nb_mm_f16_f32_avx2, "avx2 f16 x f32", "avx2 f16 x f32", 4,
                      nb_mm_f16_vec_f32_avx2, .mm_small = nb_mm_f16_small_f32_avx2, .small_max = 16},

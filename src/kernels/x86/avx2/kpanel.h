@@ -1,11 +1,12 @@
 /*
- * kpanel.h: the GEMM of many tokens for the batch orders of Q4_K and Q6_K (kernels.h) on
- * panel.h's 8-row panels, shared by both x86 sets: kquants.h includes it after k_scales_mins, and each
- * set compiles it with its own group sums and registers (kquants.h: kp_codes4, kp_scaled,
- * kp_scale_word, KP_Q6_RUN; NB_PANEL_G). Per group of 4 elements, one register holds the group
- * for 8 rows and meets each token's 4 activation bytes in one kp_codes4 (AVX2: a broadcast,
- * vpmaddubsw and a word add; AVX-512: one vpdpbusd that broadcasts them from memory); the groups under one scale are summed first, so that one
- * kp_scaled applies it to all of them.
+ * kpanel.h: the GEMM of many tokens for the batch orders of Q4_K and Q6_K, and Q4_K's block order
+ * (kernels.h), on panel.h's 8-row panels, shared by both x86 sets: kquants.h includes it after
+ * k_scales_mins, and each set compiles it with its own group sums and registers (kquants.h:
+ * kp_codes4, kp_scaled, kp_scale_word, KP_Q6_RUN; NB_PANEL_G). Per group of 4 elements, one
+ * register holds the group for 8 rows and meets each token's 4 activation bytes in one kp_codes4
+ * (AVX2: a broadcast, vpmaddubsw and a word add; AVX-512: one vpdpbusd that broadcasts them from
+ * memory); the groups under one scale are summed first, so that one kp_scaled applies it to all
+ * of them.
  */
 #ifndef NB_KERNELS_X86_KPANEL_H
 #define NB_KERNELS_X86_KPANEL_H
@@ -146,6 +147,13 @@ static inline __m128i kp_lo_words(__m256i v) {
     return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, sel), 0x08));
 }
 
+/* Token ab's 32-element sums in pairs for the minimums: bp[c] = B_2c | B_2c+1 << 16, B_j =
+ * bsums[2j] + bsums[2j+1] (stored, so that each is broadcast from memory). */
+static inline void q4k_bpairs(const nb_block_q8_k *ab, int32_t bp[4]) {
+    _mm_storeu_si128((__m128i *)bp, _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)ab->bsums),
+                                                   _mm_loadu_si128((const __m128i *)ab->bsums + 1)));
+}
+
 /* Rows missing from the 8 repeat the last one: their lanes are computed and never stored. Each
  * 32-byte run of codes is transposed as it is loaded (8 rows in registers, one nb_transpose8 per
  * run), then split into its two groups' nibbles; the scales and minimums of the 8 rows (16 bytes
@@ -196,12 +204,29 @@ static void q4k_decode(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb
     }
 }
 
+/* Group g (32 elements) of block i against T tokens: per 4 elements and token a broadcast,
+ * vpmaddubsw and a word add for 8 rows; the 8 pair sums add as words (|.| <= 8*2*15*127 < 2^15)
+ * before one kq_dot16 applies the group's scale into isum. */
+static inline __attribute__((always_inline)) void q4k_group(int T, const q4k_panel *p, int i, int g,
+                                                            const nb_block_q8_k *const ab[], __m256i isum[]) {
+    __m256i p16[NB_PANEL_G];
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) p16[t] = _mm256_setzero_si256();
+    #pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        const __m256i q = _mm256_load_si256(&p->q[i][g][k]);
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) p16[t] = kp_codes4(p16[t], q, ab[t]->qs + 32 * g + 4 * k);
+    }
+    const __m256i s = _mm256_load_si256(&p->s[i][g]);
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) isum[t] = kp_scaled(isum[t], p16[t], s);
+}
+
 /* The batch order (kernels.h): per 64 elements c, row and token the exact scaled sum and the two
  * minimums' m_2c*B_2c + m_2c+1*B_2c+1 (B_j: the activation's 32-element sums), then the two
- * chains per row, acc[t][0] and acc[t][1]. Per group of 4 elements and token: a broadcast,
- * vpmaddubsw and a word add for 8 rows; a 32-element group's 8 pair sums add as words (|.| <=
- * 8*2*15*127 < 2^15) before one kq_dot16 applies its scale. The minimums' chain reads no codes:
- * it runs after the sums', so that the sums' loop holds only their own registers. */
+ * chains per row, acc[t][0] and acc[t][1]. The minimums' chain reads no codes: it runs after the
+ * sums', so that the sums' loop holds only their own registers. */
 static inline __attribute__((always_inline)) void q4k_tokens(int T, const void *pv, int nb, const uint8_t *a,
                                                              size_t as, __m256 acc[][8], int first) {
     const q4k_panel *p = pv;
@@ -217,23 +242,8 @@ static inline __attribute__((always_inline)) void q4k_tokens(int T, const void *
             __m256i isum[NB_PANEL_G];
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
-            #pragma GCC unroll 2
-            for (int g = 2 * c; g < 2 * c + 2; g++) {
-                __m256i p16[NB_PANEL_G];
-                #pragma GCC unroll 8
-                for (int t = 0; t < T; t++) p16[t] = _mm256_setzero_si256();
-                #pragma GCC unroll 8
-                for (int k = 0; k < 8; k++) {
-                    const __m256i q = _mm256_load_si256(&p->q[i][g][k]);
-                    #pragma GCC unroll 8
-                    for (int t = 0; t < T; t++) {
-                        p16[t] = kp_codes4(p16[t], q, ab[t]->qs + 32 * g + 4 * k);
-                    }
-                }
-                const __m256i s = _mm256_load_si256(&p->s[i][g]);
-                #pragma GCC unroll 8
-                for (int t = 0; t < T; t++) isum[t] = kp_scaled(isum[t], p16[t], s);
-            }
+            q4k_group(T, p, i, 2 * c, ab, isum);
+            q4k_group(T, p, i, 2 * c + 1, ab, isum);
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++)
                 c0[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->d[i], _mm256_set1_ps(ab[t]->d)), _mm256_cvtepi32_ps(isum[t]), c0[t]);
@@ -245,9 +255,8 @@ static inline __attribute__((always_inline)) void q4k_tokens(int T, const void *
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const nb_block_q8_k *ab = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
-            int32_t bp[4]; /* c: B_2c | B_2c+1 << 16, B_j = bsums[2j] + bsums[2j+1] */
-            _mm_storeu_si128((__m128i *)bp, _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)ab->bsums),
-                                                           _mm_loadu_si128((const __m128i *)ab->bsums + 1)));
+            int32_t bp[4];
+            q4k_bpairs(ab, bp);
             const __m256 dm = _mm256_mul_ps(p->dmin[i], _mm256_set1_ps(ab->d));
             #pragma GCC unroll 4
             for (int c = 0; c < 4; c++)
@@ -258,11 +267,54 @@ static inline __attribute__((always_inline)) void q4k_tokens(int T, const void *
     for (int t = 0; t < T; t++) acc[t][0] = c0[t], acc[t][1] = c1[t];
 }
 
+/* The block order (kernels.h, NB_ROUTE_BLOCK: the GEMV's): per block, row and token the whole
+ * scaled sum and the 8 minimums' sum, exact in dwords, then one fma each into the two chains.
+ * Against the batch order, three conversions and fmas fewer per block and token and no run of
+ * dependent fmas: 1.13-1.18x its GEMM (Zen 3, docs/BENCHMARKS.md). */
+static inline __attribute__((always_inline)) void q4k_tokens_block(int T, const void *pv, int nb, const uint8_t *a,
+                                                                   size_t as, __m256 acc[][8], int first) {
+    const q4k_panel *p = pv;
+    __m256 c0[NB_PANEL_G], c1[NB_PANEL_G];
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) {
+        c0[t] = first ? _mm256_setzero_ps() : acc[t][0];
+        c1[t] = first ? _mm256_setzero_ps() : acc[t][1];
+    }
+    for (int i = 0; i < nb; i++) {
+        const nb_block_q8_k *ab[NB_PANEL_G];
+        __m256i isum[NB_PANEL_G];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i, isum[t] = _mm256_setzero_si256();
+        #pragma GCC unroll 1
+        for (int g = 0; g < 8; g++) q4k_group(T, p, i, g, ab, isum);
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            int32_t bp[4];
+            q4k_bpairs(ab[t], bp);
+            __m256i ms = _mm256_madd_epi16(p->m[i][0], _mm256_set1_epi32(bp[0]));
+            #pragma GCC unroll 3
+            for (int c = 1; c < 4; c++) ms = _mm256_add_epi32(ms, _mm256_madd_epi16(p->m[i][c], _mm256_set1_epi32(bp[c])));
+            const __m256 da = _mm256_set1_ps(ab[t]->d);
+            c0[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->d[i], da), _mm256_cvtepi32_ps(isum[t]), c0[t]);
+            c1[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->dmin[i], da), _mm256_cvtepi32_ps(ms), c1[t]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) acc[t][0] = c0[t], acc[t][1] = c1[t];
+}
+
+/* The batch order's GEMM, and the block order's (kquants_avx2.c exports it as NB_ROUTE_BLOCK's). */
 static inline void q4k_panel_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
                                   int64_t nt, float *y, size_t ldy) {
     q4k_panel p;
     nb_panel_gemm(q4k_decode, q4k_tokens, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_MINUS, n / NB_QK_K, w, ws, a, as, nr,
                   nt, y, ldy);
+}
+static inline void q4k_panel_gemm_block(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
+                                        int64_t nt, float *y, size_t ldy) {
+    q4k_panel p;
+    nb_panel_gemm(q4k_decode, q4k_tokens_block, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_MINUS, n / NB_QK_K, w, ws, a,
+                  as, nr, nt, y, ldy);
 }
 
 #endif

@@ -178,6 +178,13 @@ void nb_mm_q4_k_solo_avx2(int64_t n, const void *w, size_t ws, const void *a, si
     nb_avx2_gemv8_loop(q4k_gemv8, tiles_q4_k, TMAX, n / NB_QK_K, w, ws, a, as, nr, nt, y, ldy);
 }
 
+/* NB_ROUTE_BLOCK's Q4_K (kernels.h: the GEMV's order, from NB_BLOCK_MIN tokens): kpanel.h's
+ * panels, one fma per block for each chain. */
+void nb_mm_q4_k_block_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                           float *y, size_t ldy) {
+    q4k_panel_gemm_block(n, w, ws, a, as, nr, nt, y, ldy);
+}
+
 /* Small batches (kernels.h, mm_small): the tiles above, every token of a tile of rows at once.
  * Q4_K's tokens in whole groups of 4 take the batch order, the others the GEMV order; Q6_K's all
  * take the batch order from 8 tokens (the table's batch_min and batch_group: the split nb_matmul
