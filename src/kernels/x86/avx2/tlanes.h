@@ -15,8 +15,13 @@
  *    31, against the signed activation codes, from the activations' offset correction
  *    (NB_ACT_Q8_0X's ns >> nsh); four groups' word sums stay within 4 * 2 * 31 * 127 < 32767
  *    before vpmaddwd widens them;
- *  - TL_S (Q8_0 against plain Q8_0 activations): the sign trick, |w| times a * sign(w)
- *    (128 * 127 * 2 < 32767 per word), no correction.
+ *  - TL_W (Q8_0 against plain Q8_0 activations): words, signed on both sides, by vpmaddwd: each
+ *    token's codes widened to word pairs once per call and chunk (tl_acts.w), each row's unit
+ *    widened once per tile (vpmovsxbw, stored) and its 16 pairs broadcast from there, one
+ *    activation register serving the tile's 4 rows; exact in dwords, no correction. Per pair,
+ *    row and 8 tokens a broadcast (a load), vpmaddwd and an add, where the sign trick took per 4
+ *    bytes a broadcast, vpabsb, vpsignb, vpmaddubsw, vpmaddwd and an add (all but the add and the
+ *    broadcast on vpmaddubsw's two pipes).
  */
 #ifndef NB_KERNELS_X86_TLANES_H
 #define NB_KERNELS_X86_TLANES_H
@@ -30,75 +35,71 @@
 #define TL_R 4   /* weight rows per tile */
 #define TL_G 2   /* groups of 8 tokens: up to 16 */
 
-enum { TL_U, TL_S };
+enum { TL_U, TL_W };
 
 typedef struct {
-    int32_t q[TL_CH][TL_G][8][8] __attribute__((aligned(32))); /* [unit][group][k][lane]: codes 4k..4k+3 */
+    union {
+        int32_t q[TL_CH][TL_G][8][8];  /* TL_U: [unit][group][k][lane]: codes 4k..4k+3 */
+        int32_t w[TL_CH][TL_G][16][8]; /* TL_W: [unit][group][k][lane]: codes 2k, 2k+1 as words */
+    } __attribute__((aligned(32)));
     int32_t c[TL_CH][TL_G][8] __attribute__((aligned(32)));    /* the offset's correction of each token */
     float d[TL_CH][TL_G][8] __attribute__((aligned(32)));      /* each token's scale */
 } tl_acts;
 
 /* Units u0..u0+un-1 of nt activation rows: NB_ACT_Q8_0X (x: correction (ns[0] + ns[1]) >> nsh) or
- * Q8_0 (no correction); lanes past nt are zero. */
+ * Q8_0 as TL_W's words (no correction); lanes past nt are zero. */
 static inline void tl_acts_fill(tl_acts *A, const uint8_t *a, size_t as, int64_t nt, int64_t u0, int un, int x,
                                 int nsh) {
     memset(A, 0, sizeof *A);
     for (int64_t t = 0; t < nt; t++)
         for (int u = 0; u < un; u++) {
-            const int8_t *qs;
             const int g = (int)(t / 8), l = (int)(t % 8);
             if (x) {
                 const nb_block_q8_0x *b = (const nb_block_q8_0x *)(a + (size_t)t * as) + u0 + u;
-                qs = b->qs;
                 A->c[u][g][l] = (b->ns[0] + b->ns[1]) >> nsh;
                 A->d[u][g][l] = b->d;
+                for (int k = 0; k < 8; k++) memcpy(&A->q[u][g][k][l], b->qs + 4 * k, 4);
             } else {
                 const nb_block_q8_0 *b = (const nb_block_q8_0 *)(a + (size_t)t * as) + u0 + u;
-                qs = b->qs;
                 A->d[u][g][l] = _cvtsh_ss(b->d);
+                for (int k = 0; k < 16; k++)
+                    A->w[u][g][k][l] = (int32_t)((uint32_t)(uint16_t)b->qs[2 * k] | (uint32_t)(uint16_t)b->qs[2 * k + 1] << 16);
             }
-            for (int k = 0; k < 8; k++) memcpy(&A->q[u][g][k][l], qs + 4 * k, 4);
         }
 }
 
 /* Group k of a row's decoded 8 in every lane (TL_U), from lo and hi (the row's groups 0-3 and 4-7
  * in both 128-bit halves): one in-lane shuffle, where a broadcast from memory per group would take
- * a load port (the activations keep those busy; in cache 1.1-1.2x). TL_S, with nothing decoded,
- * broadcasts from the weights instead (tl_sum). */
+ * a load port (the activations keep those busy; in cache 1.1-1.2x). */
 static inline __attribute__((always_inline)) __m256i tl_group(__m256i lo, __m256i hi, int k) {
     return nb_avx2_dword_lane(k < 4 ? lo : hi, k & 3);
 }
 
-/* One unit's integer sums of 8 tokens against one row's codes: TL_U's decoded unit w, whose halves
- * are permuted from the register (storing the unit and loading its halves back stalled on store
- * forwarding: Q4_0 and Q5_0 1.05-1.12x without, Zen 3), TL_S's codes as they lie in the row's
- * block (raw), each group broadcast from there (Q8_0 has nothing to decode; through the register
- * and tl_group's shuffles it read 0.92-0.94x). */
-static inline __attribute__((always_inline)) __m256i tl_sum(int mode, __m256i acc, __m256i w, const int8_t *raw,
-                                                            const int32_t aq[8][8]) {
+/* One unit's integer sums of 8 tokens against one row's codes (TL_U): the decoded unit w, whose
+ * halves are permuted from the register (storing the unit and loading its halves back stalled on
+ * store forwarding: Q4_0 and Q5_0 1.05-1.12x without, Zen 3). */
+static inline __attribute__((always_inline)) __m256i tl_sum(__m256i acc, __m256i w, const int32_t aq[8][8]) {
     const __m256i ones = _mm256_set1_epi16(1);
-    if (mode == TL_U) {
-        const __m256i lo = _mm256_permute2x128_si256(w, w, 0x00), hi = _mm256_permute2x128_si256(w, w, 0x11);
-        #pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            __m256i s = _mm256_maddubs_epi16(tl_group(lo, hi, 4 * h), _mm256_load_si256((const __m256i *)aq[4 * h]));
-            #pragma GCC unroll 3
-            for (int k = 4 * h + 1; k < 4 * h + 4; k++)
-                s = _mm256_add_epi16(s, _mm256_maddubs_epi16(tl_group(lo, hi, k),
-                                                             _mm256_load_si256((const __m256i *)aq[k])));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(s, ones));
-        }
-    } else
-        #pragma GCC unroll 8
-        for (int k = 0; k < 8; k++) {
-            int32_t g4;
-            memcpy(&g4, raw + 4 * k, 4);
-            const __m256i wk = _mm256_set1_epi32(g4);
-            const __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(wk),
-                                                   _mm256_sign_epi8(_mm256_load_si256((const __m256i *)aq[k]), wk));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
-        }
+    const __m256i lo = _mm256_permute2x128_si256(w, w, 0x00), hi = _mm256_permute2x128_si256(w, w, 0x11);
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m256i s = _mm256_maddubs_epi16(tl_group(lo, hi, 4 * h), _mm256_load_si256((const __m256i *)aq[4 * h]));
+        #pragma GCC unroll 3
+        for (int k = 4 * h + 1; k < 4 * h + 4; k++)
+            s = _mm256_add_epi16(s, _mm256_maddubs_epi16(tl_group(lo, hi, k), _mm256_load_si256((const __m256i *)aq[k])));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(s, ones));
+    }
     return acc;
+}
+
+/* TL_W: unit u of the tile's rows as word pairs. */
+static inline __attribute__((always_inline)) void tl_widen(const uint8_t *const wr[TL_R], int64_t u, int32_t wp[TL_R][16]) {
+    #pragma GCC unroll 4
+    for (int r = 0; r < TL_R; r++) {
+        const int8_t *raw = ((const nb_block_q8_0 *)wr[r] + u)->qs;
+        _mm256_store_si256((__m256i *)wp[r], _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)raw)));
+        _mm256_store_si256((__m256i *)wp[r] + 1, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)raw + 1)));
+    }
 }
 
 /* A tile of TL_R rows (the last valid row again for missing ones, never stored) x G groups of
@@ -112,6 +113,10 @@ static inline __attribute__((always_inline)) void tl_tile(int mode, dec_fn dec, 
     const uint8_t *wr[TL_R];
     #pragma GCC unroll 4
     for (int r = 0; r < TL_R; r++) wr[r] = w + (size_t)(r < rows ? r : rows - 1) * ws;
+    /* TL_W: each row's unit as 16 word pairs, for broadcasts from memory, a unit ahead (read
+     * back at once, the stores stalled the broadcasts on store forwarding) */
+    int32_t wp[2][TL_R][16] __attribute__((aligned(32)));
+    if (mode == TL_W && un > 0) tl_widen(wr, u0, wp[0]);
     for (int u = 0; u < un; u++) {
         #pragma GCC unroll 4
         for (int r = 0; r < TL_R; r++)
@@ -124,15 +129,29 @@ static inline __attribute__((always_inline)) void tl_tile(int mode, dec_fn dec, 
             wq[r] = x.q;
             s[r] = x.s;
         }
+        if (mode == TL_W && u + 1 < un) tl_widen(wr, u0 + u + 1, wp[(u + 1) & 1]);
         #pragma GCC unroll 2
         for (int g = 0; g < G; g++) {
             const __m256 d = _mm256_load_ps(A->d[u][g]);
+            __m256i p[TL_R];
+            if (mode == TL_W) {
+                #pragma GCC unroll 4
+                for (int r = 0; r < TL_R; r++) p[r] = _mm256_setzero_si256();
+                #pragma GCC unroll 16
+                for (int k = 0; k < 16; k++) {
+                    __m256i av = _mm256_load_si256((const __m256i *)A->w[u][g][k]);
+                    NB_CHAIN(av); /* one load for the 4 rows */
+                    #pragma GCC unroll 4
+                    for (int r = 0; r < TL_R; r++) {
+                        p[r] = _mm256_add_epi32(p[r], _mm256_madd_epi16(_mm256_set1_epi32(wp[u & 1][r][k]), av));
+                        NB_CHAIN(p[r]);
+                    }
+                }
+            } else
+                #pragma GCC unroll 4
+                for (int r = 0; r < TL_R; r++) p[r] = tl_sum(_mm256_load_si256((const __m256i *)A->c[u][g]), wq[r], A->q[u][g]);
             #pragma GCC unroll 4
-            for (int r = 0; r < TL_R; r++) {
-                const int8_t *raw = mode == TL_S ? ((const nb_block_q8_0 *)wr[r] + u0 + u)->qs : NULL;
-                const __m256i p = tl_sum(mode, _mm256_load_si256((const __m256i *)A->c[u][g]), wq[r], raw, A->q[u][g]);
-                f[r][g] = _mm256_fmadd_ps(_mm256_mul_ps(s[r], d), _mm256_cvtepi32_ps(p), f[r][g]);
-            }
+            for (int r = 0; r < TL_R; r++) f[r][g] = _mm256_fmadd_ps(_mm256_mul_ps(s[r], d), _mm256_cvtepi32_ps(p[r]), f[r][g]);
         }
     }
 }
