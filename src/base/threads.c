@@ -5,12 +5,15 @@
  * small matmuls back to back, and a condition-variable wake costs tens of microseconds), then on
  * a condition variable so that an idle pool costs nothing.
  *
- * The N chunks of a job are claimed, not assigned: every thread, the caller included, takes the
- * next unclaimed chunk from an atomic counter until none is left, and the caller returns when all
- * N are done. On a loaded machine a worker that is not scheduled then costs at most the chunk it
- * holds (a fixed chunk-per-thread split made every job wait a full scheduler slice for it: two
- * threads decoded 3x slower than one on a busy 2-core box). Chunk boundaries still depend only
- * on (items, grain, N), and a chunk computes the same bits on any thread.
+ * The chunks of a job (N, or split * N for nb_pool_for_locked's batches) are claimed, not
+ * assigned: every thread, the caller included, takes the next unclaimed chunk from an atomic
+ * counter until none is left, and the caller returns when all are done. On a loaded machine a
+ * worker that is not scheduled then costs at most the chunk it holds (a fixed chunk-per-thread
+ * split made every job wait a full scheduler slice for it: two threads decoded 3x slower than
+ * one on a busy 2-core box), and with several chunks a thread a faster thread takes more of them
+ * (on a host whose two vCPUs ran a GEMM at 1 and 0.75 of each other's speed, docs/BENCHMARKS.md
+ * stop 53). Chunk boundaries still depend only on (items, grain, split * N), and a chunk computes
+ * the same bits on any thread.
  */
 #include "base/threads.h"
 
@@ -23,9 +26,15 @@
 #include "base/error.h"
 
 #define NB_POOL_SPIN 20000
+/* The most chunks a thread a job may ask for. Every job has n * NB_POOL_MAX_SPLIT chunk indices,
+ * those past n * split empty: a constant count, so that a late worker of the previous job (whose
+ * indices are all claimed) can never take one of the next job's for its own. */
+#define NB_POOL_MAX_SPLIT 4
 
 struct nb_pool {
     int n;                    /* threads including the caller */
+    int chunks;               /* chunk indices of every job: n * NB_POOL_MAX_SPLIT */
+    int split;                /* the current job's chunks per thread (indices past n * split: empty) */
     pthread_t *workers;       /* n - 1 */
     pthread_mutex_t job_lock; /* one job sequence at a time */
     pthread_mutex_t m;        /* guards the sleeping paths below */
@@ -63,11 +72,11 @@ static int run_chunks(nb_pool *p) {
     int last = 0;
     for (;;) {
         int i = atomic_fetch_add_explicit(&p->next, 1, memory_order_acq_rel);
-        if (i >= p->n) return last;
+        if (i >= p->chunks) return last;
         int64_t b, e;
-        chunk(p->items, p->grain, p->n, i, &b, &e);
+        chunk(p->items, p->grain, p->n * p->split, i, &b, &e);
         if (b < e) p->fn(p->ctx, b, e);
-        last = atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel) + 1 == p->n;
+        last = atomic_fetch_add_explicit(&p->done, 1, memory_order_acq_rel) + 1 == p->chunks;
     }
 }
 
@@ -120,6 +129,8 @@ nb_status nb_pool_create(int n_threads, nb_pool **out) {
     nb_pool *p = calloc(1, sizeof *p);
     if (!p) return nb_fail(NB_ERR_NOMEM, "nb_pool_create: pool struct");
     p->n = n_threads;
+    p->chunks = n_threads * NB_POOL_MAX_SPLIT;
+    p->split = 1;
     pthread_mutex_init(&p->job_lock, NULL);
     pthread_mutex_init(&p->m, NULL);
     pthread_cond_init(&p->cv_work, NULL);
@@ -166,7 +177,7 @@ void nb_pool_destroy(nb_pool *p) {
 
 int nb_pool_threads(const nb_pool *p) { return p ? p->n : 1; }
 
-void nb_pool_for_locked(nb_pool *p, int64_t n, int64_t grain, nb_pool_fn fn, void *ctx) {
+void nb_pool_for_locked(nb_pool *p, int64_t n, int64_t grain, int split, nb_pool_fn fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     if (!p || p->n == 1 || n <= grain) {
@@ -179,6 +190,7 @@ void nb_pool_for_locked(nb_pool *p, int64_t n, int64_t grain, nb_pool_fn fn, voi
     p->ctx = ctx;
     p->items = n;
     p->grain = grain;
+    p->split = split < 1 ? 1 : split > NB_POOL_MAX_SPLIT ? NB_POOL_MAX_SPLIT : split;
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     atomic_store_explicit(&p->next, 0, memory_order_release);
     pthread_mutex_lock(&p->m);
@@ -187,13 +199,13 @@ void nb_pool_for_locked(nb_pool *p, int64_t n, int64_t grain, nb_pool_fn fn, voi
     pthread_mutex_unlock(&p->m);
     run_chunks(p);
     int spins = 0;
-    while (atomic_load_explicit(&p->done, memory_order_acquire) != p->n && spins < NB_POOL_SPIN) {
+    while (atomic_load_explicit(&p->done, memory_order_acquire) != p->chunks && spins < NB_POOL_SPIN) {
         cpu_relax();
         spins++;
     }
-    if (atomic_load_explicit(&p->done, memory_order_acquire) != p->n) {
+    if (atomic_load_explicit(&p->done, memory_order_acquire) != p->chunks) {
         pthread_mutex_lock(&p->m);
-        while (atomic_load(&p->done) != p->n) pthread_cond_wait(&p->cv_done, &p->m);
+        while (atomic_load(&p->done) != p->chunks) pthread_cond_wait(&p->cv_done, &p->m);
         pthread_mutex_unlock(&p->m);
     }
 }
@@ -202,7 +214,7 @@ nb_status nb_pool_for(nb_pool *p, int64_t n, int64_t grain, nb_pool_fn fn, void 
     if (!fn) return nb_fail(NB_ERR_INVALID_ARG, "nb_pool_for: fn is NULL");
     if (n < 0) return nb_fail(NB_ERR_RANGE, "nb_pool_for: n = %lld < 0", (long long)n);
     if (p) pthread_mutex_lock(&p->job_lock);
-    nb_pool_for_locked(p, n, grain, fn, ctx);
+    nb_pool_for_locked(p, n, grain, 1, fn, ctx);
     if (p) pthread_mutex_unlock(&p->job_lock);
     return NB_OK;
 }

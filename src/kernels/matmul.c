@@ -17,6 +17,9 @@
 #include "formats/blocks.h"
 #include "kernels/kernels.h"
 
+/* Chunks a thread of a batch's rows (nb_pool_for_locked's split). */
+#define NB_POOL_SPLIT 4
+
 /* Weight bytes per panel: a panel is re-read once per token tile, so it should fit in L2. */
 #define NB_PANEL_BYTES (64 * 1024)
 
@@ -217,12 +220,14 @@ nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, siz
         if (!buf) return nb_fail(NB_ERR_NOMEM, "nb_matmul: %llu bytes of activation scratch", (unsigned long long)a_total);
         j.aq = buf;
         j.a = buf;
-        nb_pool_for_locked(pool, n_tok, 1, quantize_rows, &j);
+        nb_pool_for_locked(pool, n_tok, 1, 1, quantize_rows, &j);
         for (int64_t G = 0; G < kt; G++)
             kt_group(j.a, j.a_row, G, n_in / NB_QK_K, (nb_block_q8_kt *)(j.aq + kt_off) + G * (n_in / NB_QK_K));
     }
     int64_t grain = k->rows_per_tile > 0 ? k->rows_per_tile : 1;
-    nb_pool_for_locked(pool, n_out, grain, run_rows, &j);
+    /* a GEMV streams each thread's rows in one piece; batches, bound by computation, are claimed
+     * in NB_POOL_SPLIT pieces a thread (threads.h) */
+    nb_pool_for_locked(pool, n_out, grain, n_tok > 1 ? NB_POOL_SPLIT : 1, run_rows, &j);
     if (pool) nb_pool_unlock(pool);
     free(heap);
     return NB_OK;
