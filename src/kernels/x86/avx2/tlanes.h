@@ -17,7 +17,7 @@
  *    before vpmaddwd widens them;
  *  - TL_W (Q8_0 against plain Q8_0 activations): words, signed on both sides, by vpmaddwd: each
  *    token's codes widened to word pairs once per call and chunk (tl_acts.w), each row's unit
- *    widened once per tile (vpmovsxbw, stored) and its 16 pairs broadcast from there, one
+ *    widened a unit ahead (vpmovsxbw, stored: tl_widen) and its 16 pairs broadcast from there, one
  *    activation register serving the tile's 4 rows; exact in dwords, no correction. Per pair,
  *    row and 8 tokens a broadcast (a load), vpmaddwd and an add, where the sign trick took per 4
  *    bytes a broadcast, vpabsb, vpsignb, vpmaddubsw, vpmaddwd and an add (all but the add and the
