@@ -270,7 +270,7 @@ static inline __attribute__((always_inline)) void q4k_tokens(int T, const void *
 /* The block order (kernels.h, NB_ROUTE_BLOCK: the GEMV's): per block, row and token the whole
  * scaled sum and the 8 minimums' sum, exact in dwords, then one fma each into the two chains.
  * Against the batch order, three conversions and fmas fewer per block and token and no run of
- * dependent fmas: 1.13-1.18x its GEMM (Zen 3, docs/BENCHMARKS.md). */
+ * dependent fmas: 1.04-1.07x its GEMM in one process (Zen 3, docs/BENCHMARKS.md, stop 53). */
 static inline __attribute__((always_inline)) void q4k_tokens_block(int T, const void *pv, int nb, const uint8_t *a,
                                                                    size_t as, __m256 acc[][8], int first) {
     const q4k_panel *p = pv;
