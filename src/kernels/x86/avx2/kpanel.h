@@ -204,67 +204,100 @@ static void q4k_decode(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb
     }
 }
 
-/* Group g (32 elements) of block i against T tokens: per 4 elements and token a broadcast,
- * vpmaddubsw and a word add for 8 rows; the 8 pair sums add as words (|.| <= 8*2*15*127 < 2^15)
- * before one kq_dot16 applies the group's scale into isum. */
-static inline __attribute__((always_inline)) void q4k_group(int T, const q4k_panel *p, int i, int g,
-                                                            const nb_block_q8_k *const ab[], __m256i isum[]) {
-    __m256i p16[NB_PANEL_G];
+/* The AVX2 set's Q4_K tiles take two 8-row panels side by side (rows 0-7 and 8-15: the halves of
+ * NB_PANEL_MINUS16), so that each broadcast of a token's 4 bytes serves 16 rows: per 4 elements,
+ * 16 rows and 4 tokens 2 panel loads, 4 broadcasts, 8 vpmaddubsw and 8 word adds, where one
+ * panel took 1, 4, 4 and 4 for 8 rows (about 200 instructions per group where two 8-row tiles
+ * took 260; Zen 3, docs/BENCHMARKS.md, stop 54). */
+typedef struct {
+    q4k_panel h[2];
+} q4k_panel2;
+
+static void q4k_decode2(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
+    q4k_panel2 *p = pv;
+    nb_panel_decode_halves(q4k_decode, w, ws, rows, i0, nb, &p->h[0], &p->h[1]);
+}
+
+/* Group g (32 elements) of block i against T tokens: per 4 elements and token a broadcast, and
+ * per half vpmaddubsw and a word add; each half's 8 pair sums add as words (|.| <= 8*2*15*127 <
+ * 2^15) before one kp_scaled applies the group's scale into isum[t][half]. */
+static inline __attribute__((always_inline)) void q4k_group(int T, const q4k_panel2 *p, int i, int g,
+                                                            const nb_block_q8_k *const ab[], __m256i isum[][2]) {
+    __m256i p16[NB_PANEL_G][2];
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) p16[t] = _mm256_setzero_si256();
+    for (int t = 0; t < T; t++) p16[t][0] = p16[t][1] = _mm256_setzero_si256();
     #pragma GCC unroll 8
     for (int k = 0; k < 8; k++) {
-        const __m256i q = _mm256_load_si256(&p->q[i][g][k]);
+        const __m256i q0 = _mm256_load_si256(&p->h[0].q[i][g][k]), q1 = _mm256_load_si256(&p->h[1].q[i][g][k]);
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) p16[t] = kp_codes4(p16[t], q, ab[t]->qs + 32 * g + 4 * k);
+        for (int t = 0; t < T; t++) {
+            p16[t][0] = kp_codes4(p16[t][0], q0, ab[t]->qs + 32 * g + 4 * k);
+            p16[t][1] = kp_codes4(p16[t][1], q1, ab[t]->qs + 32 * g + 4 * k);
+        }
     }
-    const __m256i s = _mm256_load_si256(&p->s[i][g]);
-    #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) isum[t] = kp_scaled(isum[t], p16[t], s);
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m256i s = _mm256_load_si256(&p->h[h].s[i][g]);
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) isum[t][h] = kp_scaled(isum[t][h], p16[t][h], s);
+    }
 }
 
 /* The batch order (kernels.h): per 64 elements c, row and token the exact scaled sum and the two
  * minimums' m_2c*B_2c + m_2c+1*B_2c+1 (B_j: the activation's 32-element sums), then the two
- * chains per row, acc[t][0] and acc[t][1]. The minimums' chain reads no codes: it runs after the
- * sums', so that the sums' loop holds only their own registers. */
+ * chains per row: acc[t][h] and acc[t][2 + h] for half h. The minimums' chain reads no codes: it
+ * runs after the sums', so that the sums' loop holds only their own registers. */
 static inline __attribute__((always_inline)) void q4k_tokens(int T, const void *pv, int nb, const uint8_t *a,
                                                              size_t as, __m256 acc[][8], int first) {
-    const q4k_panel *p = pv;
-    __m256 c0[NB_PANEL_G], c1[NB_PANEL_G];
+    const q4k_panel2 *p = pv;
+    __m256 c0[NB_PANEL_G][2], c1[NB_PANEL_G][2];
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) c0[t] = first ? _mm256_setzero_ps() : acc[t][0];
+    for (int t = 0; t < T; t++)
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) c0[t][h] = first ? _mm256_setzero_ps() : acc[t][h];
     for (int i = 0; i < nb; i++) {
         const nb_block_q8_k *ab[NB_PANEL_G];
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
         #pragma GCC unroll 1
         for (int c = 0; c < 4; c++) {
-            __m256i isum[NB_PANEL_G];
+            __m256i isum[NB_PANEL_G][2];
             #pragma GCC unroll 8
-            for (int t = 0; t < T; t++) isum[t] = _mm256_setzero_si256();
+            for (int t = 0; t < T; t++) isum[t][0] = isum[t][1] = _mm256_setzero_si256();
             q4k_group(T, p, i, 2 * c, ab, isum);
             q4k_group(T, p, i, 2 * c + 1, ab, isum);
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++)
-                c0[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->d[i], _mm256_set1_ps(ab[t]->d)), _mm256_cvtepi32_ps(isum[t]), c0[t]);
+                #pragma GCC unroll 2
+                for (int h = 0; h < 2; h++)
+                    c0[t][h] = _mm256_fmadd_ps(_mm256_mul_ps(p->h[h].d[i], _mm256_set1_ps(ab[t]->d)),
+                                               _mm256_cvtepi32_ps(isum[t][h]), c0[t][h]);
         }
     }
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) c1[t] = first ? _mm256_setzero_ps() : acc[t][1];
+    for (int t = 0; t < T; t++)
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) c1[t][h] = first ? _mm256_setzero_ps() : acc[t][2 + h];
     for (int i = 0; i < nb; i++) {
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const nb_block_q8_k *ab = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
             int32_t bp[4];
             q4k_bpairs(ab, bp);
-            const __m256 dm = _mm256_mul_ps(p->dmin[i], _mm256_set1_ps(ab->d));
-            #pragma GCC unroll 4
-            for (int c = 0; c < 4; c++)
-                c1[t] = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(_mm256_madd_epi16(p->m[i][c], _mm256_set1_epi32(bp[c]))), c1[t]);
+            #pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m256 dm = _mm256_mul_ps(p->h[h].dmin[i], _mm256_set1_ps(ab->d));
+                #pragma GCC unroll 4
+                for (int c = 0; c < 4; c++)
+                    c1[t][h] = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(_mm256_madd_epi16(p->h[h].m[i][c], _mm256_set1_epi32(bp[c]))),
+                                               c1[t][h]);
+            }
         }
     }
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) acc[t][0] = c0[t], acc[t][1] = c1[t];
+    for (int t = 0; t < T; t++)
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) acc[t][h] = c0[t][h], acc[t][2 + h] = c1[t][h];
 }
 
 /* The block order (kernels.h, NB_ROUTE_BLOCK: the GEMV's): per block, row and token the whole
@@ -273,48 +306,59 @@ static inline __attribute__((always_inline)) void q4k_tokens(int T, const void *
  * dependent fmas: 1.04-1.07x its GEMM in one process (Zen 3, docs/BENCHMARKS.md, stop 53). */
 static inline __attribute__((always_inline)) void q4k_tokens_block(int T, const void *pv, int nb, const uint8_t *a,
                                                                    size_t as, __m256 acc[][8], int first) {
-    const q4k_panel *p = pv;
-    __m256 c0[NB_PANEL_G], c1[NB_PANEL_G];
+    const q4k_panel2 *p = pv;
+    __m256 c0[NB_PANEL_G][2], c1[NB_PANEL_G][2];
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) {
-        c0[t] = first ? _mm256_setzero_ps() : acc[t][0];
-        c1[t] = first ? _mm256_setzero_ps() : acc[t][1];
-    }
+    for (int t = 0; t < T; t++)
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            c0[t][h] = first ? _mm256_setzero_ps() : acc[t][h];
+            c1[t][h] = first ? _mm256_setzero_ps() : acc[t][2 + h];
+        }
     for (int i = 0; i < nb; i++) {
         const nb_block_q8_k *ab[NB_PANEL_G];
-        __m256i isum[NB_PANEL_G];
+        __m256i isum[NB_PANEL_G][2];
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i, isum[t] = _mm256_setzero_si256();
+        for (int t = 0; t < T; t++) {
+            ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
+            isum[t][0] = isum[t][1] = _mm256_setzero_si256();
+        }
         #pragma GCC unroll 1
         for (int g = 0; g < 8; g++) q4k_group(T, p, i, g, ab, isum);
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             int32_t bp[4];
             q4k_bpairs(ab[t], bp);
-            __m256i ms = _mm256_madd_epi16(p->m[i][0], _mm256_set1_epi32(bp[0]));
-            #pragma GCC unroll 3
-            for (int c = 1; c < 4; c++) ms = _mm256_add_epi32(ms, _mm256_madd_epi16(p->m[i][c], _mm256_set1_epi32(bp[c])));
             const __m256 da = _mm256_set1_ps(ab[t]->d);
-            c0[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->d[i], da), _mm256_cvtepi32_ps(isum[t]), c0[t]);
-            c1[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->dmin[i], da), _mm256_cvtepi32_ps(ms), c1[t]);
+            #pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m256i ms = _mm256_madd_epi16(p->h[h].m[i][0], _mm256_set1_epi32(bp[0]));
+                #pragma GCC unroll 3
+                for (int c = 1; c < 4; c++) ms = _mm256_add_epi32(ms, _mm256_madd_epi16(p->h[h].m[i][c], _mm256_set1_epi32(bp[c])));
+                c0[t][h] = _mm256_fmadd_ps(_mm256_mul_ps(p->h[h].d[i], da), _mm256_cvtepi32_ps(isum[t][h]), c0[t][h]);
+                c1[t][h] = _mm256_fmadd_ps(_mm256_mul_ps(p->h[h].dmin[i], da), _mm256_cvtepi32_ps(ms), c1[t][h]);
+            }
         }
     }
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) acc[t][0] = c0[t], acc[t][1] = c1[t];
+    for (int t = 0; t < T; t++)
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) acc[t][h] = c0[t][h], acc[t][2 + h] = c1[t][h];
 }
 
-/* The batch order's GEMM, and the block order's (kquants_avx2.c exports it as NB_ROUTE_BLOCK's). */
+/* The batch order's GEMM, and the block order's (kquants_avx2.c exports it as NB_ROUTE_BLOCK's),
+ * 16 rows at a time. */
 static inline void q4k_panel_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
                                   int64_t nt, float *y, size_t ldy) {
-    q4k_panel p;
-    nb_panel_gemm(q4k_decode, q4k_tokens, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_MINUS, n / NB_QK_K, w, ws, a, as, nr,
-                  nt, y, ldy);
+    q4k_panel2 p;
+    nb_panel_gemm(q4k_decode2, q4k_tokens, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_MINUS16, n / NB_QK_K, w, ws, a, as,
+                  nr, nt, y, ldy);
 }
 static inline void q4k_panel_gemm_block(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
                                         int64_t nt, float *y, size_t ldy) {
-    q4k_panel p;
-    nb_panel_gemm(q4k_decode, q4k_tokens_block, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_MINUS, n / NB_QK_K, w, ws, a,
-                  as, nr, nt, y, ldy);
+    q4k_panel2 p;
+    nb_panel_gemm(q4k_decode2, q4k_tokens_block, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_MINUS16, n / NB_QK_K, w, ws,
+                  a, as, nr, nt, y, ldy);
 }
 
 #endif

@@ -96,6 +96,16 @@ static inline __m256 nb_panel_reduce_pairs(const __m256 l[8]) {
 /* Decodes units u0..u0+un-1 of `rows` rows ws bytes apart into the panel (rows missing from the
  * 8 as zero weights and scales: their lanes stay +0 and are never stored). */
 typedef void (*nb_panel_decode_fn)(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *panel);
+/* The 8-row decoder dec on rows 0-7 and 8-15 of `rows` into two panels (a missing second half:
+ * the last row again), for the 16-row panels (NB_PANEL_ONE16, NB_PANEL_MINUS16). */
+static inline void nb_panel_decode_halves(nb_panel_decode_fn dec, const uint8_t *w, size_t ws, int rows, int64_t i0,
+                                          int nb, void *h0, void *h1) {
+    dec(w, ws, rows < NB_PANEL_R ? rows : NB_PANEL_R, i0, nb, h0);
+    if (rows > NB_PANEL_R)
+        dec(w + NB_PANEL_R * ws, ws, rows - NB_PANEL_R, i0, nb, h1);
+    else
+        dec(w + (size_t)(rows - 1) * ws, ws, 1, i0, nb, h1);
+}
 /* T tokens (activation rows as bytes apart, from the chunk's first unit) against the chunk's un
  * units: acc[t][k] continued from its value, or from +0 when first. */
 typedef void (*nb_panel_tokens_fn)(int T, const void *panel, int un, const uint8_t *a, size_t as, __m256 acc[][8],

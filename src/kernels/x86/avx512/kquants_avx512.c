@@ -248,21 +248,10 @@ typedef struct {
     __m512 d[KB], dmin[KB];
 } q4k_panel16;
 
-
-/* The 8-row decoder dec on rows 0-7 and 8-15 of `rows` (a missing second half: the last row). */
-static void decode_halves(nb_panel_decode_fn dec, const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *h0,
-                          void *h1) {
-    dec(w, ws, rows < NB_PANEL_R ? rows : NB_PANEL_R, i0, nb, h0);
-    if (rows > NB_PANEL_R)
-        dec(w + NB_PANEL_R * ws, ws, rows - NB_PANEL_R, i0, nb, h1);
-    else
-        dec(w + (size_t)(rows - 1) * ws, ws, 1, i0, nb, h1);
-}
-
 static void q4k_decode16(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
     q4k_panel16 *p = pv;
     q4k_panel h[2];
-    decode_halves(q4k_decode, w, ws, rows, i0, nb, &h[0], &h[1]);
+    nb_panel_decode_halves(q4k_decode, w, ws, rows, i0, nb, &h[0], &h[1]);
     for (int i = 0; i < nb; i++) {
         for (int g = 0; g < 8; g++) {
             for (int k = 0; k < 8; k++) p->q[i][g][k] = nb_avx512_join(h[0].q[i][g][k], h[1].q[i][g][k]);
@@ -348,7 +337,7 @@ typedef struct {
 static void q6_decode16(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
     q6_panel16 *p = pv;
     q6_panel h[2];
-    decode_halves(q6_decode, w, ws, rows, i0, nb, &h[0], &h[1]);
+    nb_panel_decode_halves(q6_decode, w, ws, rows, i0, nb, &h[0], &h[1]);
     for (int i = 0; i < nb; i++) {
         for (int g = 0; g < 8; g++) {
             for (int k = 0; k < 8; k++) p->q[i][g][k] = nb_avx512_join(h[0].q[i][g][k], h[1].q[i][g][k]);
