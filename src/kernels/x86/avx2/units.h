@@ -666,72 +666,95 @@ static inline __attribute__((always_inline)) void panel_tokens_nv(int T, const v
  * nibble order's groups 2h, 2h+1, 2h+4, 2h+5). */
 static const int one_groups[2][2][4] = {{{0, 1, 2, 3}, {4, 5, 6, 7}}, {{0, 1, 4, 5}, {2, 3, 6, 7}}};
 
+/* The one-lane orders take two 8-row panels side by side (rows 0-7 and 8-15, NB_PANEL_ONE16's
+ * halves), so that each broadcast of a token's 4 bytes serves 16 rows (Zen 3, in-process:
+ * MXFP4's GEMM 1.11-1.26x the 8-row panels; docs/BENCHMARKS.md, stop 54). */
+typedef struct {
+    panel h[2];
+} panel2;
+
 /* One lane per row and token (kernels.h: MXFP4's order, and NB_ROUTE_BLOCK's): per unit, token
- * and half of the unit the 8 rows' exact sums, then per unit one conversion, scale product and
- * fma for 8 rows, or with split one per half (NVFP4, whose sub-block h is the nibble order's
+ * and half of the unit the 16 rows' exact sums, then per unit one conversion, scale product and
+ * fma for each 8 rows, or with split one per half (NVFP4, whose sub-block h is the nibble order's
  * groups 2h, 2h+1, 2h+4, 2h+5). Unsigned codes c = w + (128 >> nsh) against an NB_ACT_Q8_0X
  * form: the vpmaddubsw pair sums of a half's 4 groups added as words (c <= 31, |a| <= 127: 4 pair
- * sums <= 31496), one vpmaddwd, and ns >> nsh takes the offset out; per 4 weights, 8 rows and
- * token a broadcast, vpmaddubsw, a word add and a share of the rest, about 4 instructions against
- * the 8-lane panels' 6 (panel_tokens, whose fma chains also run per 4 weights). nsh 0: Q8_0's
- * signed codes against Q8_0 blocks by the sign trick, whose pair sums reach 32512, so each group
- * takes its own vpmaddwd. */
+ * sums <= 31496), one vpmaddwd, and ns >> nsh takes the offset out; per 4 weights, 16 rows and
+ * token a broadcast, two vpmaddubsw, two word adds and a share of the rest, about 2.5
+ * instructions per 8 rows against the 8-lane panels' 6 (panel_tokens, whose fma chains also run
+ * per 4 weights). nsh 0: Q8_0's signed codes against Q8_0 blocks by the sign trick, whose pair
+ * sums reach 32512, so each group takes its own vpmaddwd. Token t's chains are acc[t][0] (rows
+ * 0-7) and acc[t][1] (8-15). */
 static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int split, int T, const void *pv, int un,
                                                                    const uint8_t *a, size_t as, __m256 acc[][8],
                                                                    int first) {
     const int x = nsh > 0; /* NB_ACT_Q8_0X blocks, else Q8_0's */
-    const panel *p = pv;
+    const panel2 *p = pv;
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 c[NB_PANEL_G];
+    __m256 c[NB_PANEL_G][2];
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) c[t] = first ? _mm256_setzero_ps() : acc[t][0];
+    for (int t = 0; t < T; t++)
+        #pragma GCC unroll 2
+        for (int j = 0; j < 2; j++) c[t][j] = first ? _mm256_setzero_ps() : acc[t][j];
     for (int u = 0; u < un; u++) {
-        __m256i is[NB_PANEL_G];
+        __m256i is[NB_PANEL_G][2];
         #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             const int *k = one_groups[split][h];
-            __m256i q[4];
-            #pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) q[i] = _mm256_load_si256(&p->q[u][k[i]]);
+            __m256i hs[NB_PANEL_G][2];
             #pragma GCC unroll 8
-            for (int t = 0; t < T; t++) {
-                const int8_t *g = act_codes(x, a + (size_t)t * as, u);
-                __m256i hs = _mm256_setzero_si256();
-                if (x) {
-                    #pragma GCC unroll 4
-                    for (int i = 0; i < 4; i++) hs = nb_avx2_codes4(hs, q[i], g + 4 * k[i]);
-                    hs = _mm256_madd_epi16(hs, ones);
-                } else
-                    #pragma GCC unroll 4
-                    for (int i = 0; i < 4; i++) {
-                        int32_t g4;
-                        memcpy(&g4, g + 4 * k[i], 4);
-                        const __m256i pr = _mm256_maddubs_epi16(_mm256_abs_epi8(q[i]), _mm256_sign_epi8(_mm256_set1_epi32(g4), q[i]));
-                        hs = _mm256_add_epi32(hs, _mm256_madd_epi16(pr, ones));
-                    }
-                if (split) {
-                    const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
-                    const __m256i isum = _mm256_add_epi32(hs, _mm256_set1_epi32(ab->ns[h] >> nsh));
-                    c[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->s[u][h], _mm256_set1_ps(ab->d)), _mm256_cvtepi32_ps(isum), c[t]);
-                } else
-                    is[t] = h ? _mm256_add_epi32(is[t], hs) : hs;
+            for (int t = 0; t < T; t++) hs[t][0] = hs[t][1] = _mm256_setzero_si256();
+            #pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                const __m256i q[2] = {_mm256_load_si256(&p->h[0].q[u][k[i]]), _mm256_load_si256(&p->h[1].q[u][k[i]])};
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++) {
+                    const int8_t *g = act_codes(x, a + (size_t)t * as, u) + 4 * k[i];
+                    #pragma GCC unroll 2
+                    for (int j = 0; j < 2; j++)
+                        if (x)
+                            hs[t][j] = nb_avx2_codes4(hs[t][j], q[j], g);
+                        else {
+                            int32_t g4;
+                            memcpy(&g4, g, 4);
+                            const __m256i pr = _mm256_maddubs_epi16(_mm256_abs_epi8(q[j]), _mm256_sign_epi8(_mm256_set1_epi32(g4), q[j]));
+                            hs[t][j] = _mm256_add_epi32(hs[t][j], _mm256_madd_epi16(pr, ones));
+                        }
+                }
             }
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++)
+                #pragma GCC unroll 2
+                for (int j = 0; j < 2; j++) {
+                    const __m256i hsum = x ? _mm256_madd_epi16(hs[t][j], ones) : hs[t][j];
+                    if (split) {
+                        const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
+                        const __m256i isum = _mm256_add_epi32(hsum, _mm256_set1_epi32(ab->ns[h] >> nsh));
+                        c[t][j] = _mm256_fmadd_ps(_mm256_mul_ps(p->h[j].s[u][h], _mm256_set1_ps(ab->d)), _mm256_cvtepi32_ps(isum),
+                                                  c[t][j]);
+                    } else
+                        is[t][j] = h ? _mm256_add_epi32(is[t][j], hsum) : hsum;
+                }
         }
         if (!split)
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
                 const uint8_t *at = a + (size_t)t * as;
-                __m256i isum = is[t];
-                if (x) {
-                    const nb_block_q8_0x *ab = (const nb_block_q8_0x *)at + u;
-                    isum = _mm256_add_epi32(isum, _mm256_set1_epi32((ab->ns[0] + ab->ns[1]) >> nsh));
+                const __m256 d = _mm256_set1_ps(act_scale(x, at, u));
+                #pragma GCC unroll 2
+                for (int j = 0; j < 2; j++) {
+                    __m256i isum = is[t][j];
+                    if (x) {
+                        const nb_block_q8_0x *ab = (const nb_block_q8_0x *)at + u;
+                        isum = _mm256_add_epi32(isum, _mm256_set1_epi32((ab->ns[0] + ab->ns[1]) >> nsh));
+                    }
+                    c[t][j] = _mm256_fmadd_ps(_mm256_mul_ps(p->h[j].s[u][0], d), _mm256_cvtepi32_ps(isum), c[t][j]);
                 }
-                c[t] = _mm256_fmadd_ps(_mm256_mul_ps(p->s[u][0], _mm256_set1_ps(act_scale(x, at, u))), _mm256_cvtepi32_ps(isum),
-                                       c[t]);
             }
     }
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) acc[t][0] = c[t];
+    for (int t = 0; t < T; t++)
+        #pragma GCC unroll 2
+        for (int j = 0; j < 2; j++) acc[t][j] = c[t][j];
 }
 
 /* The one-lane panels' token kernels by type (nsh: the codes' offset, 128 >> nsh; 0: Q8_0). */
@@ -806,38 +829,50 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
 #define GEMV_LOOP_q5_0 nb_avx2_tile_loop
 #define GEMV_LOOP_q8_0 nb_avx2_tile_loop
 #define GEMV_LOOP_nvfp4(...) nb_avx2_gemv8_loop(tile_nvfp4_8x1, __VA_ARGS__)
-/* The kernel of a panel type ty: tiles TILE, and from PANEL_MIN_TOKENS the panels on rows of at
- * most max_nu units, the token kernel panel_tokens_##tok against activation blocks nb_block_##ab,
- * results by out (panel.h). */
-#define KERNEL_PANEL(ty, isa, TILE, tok, ab, out, max_nu)                                                     \
-    TILE_TABLE(TILE, ty) PANEL_DECODE(ty)                                                                     \
+/* The 8-lane orders' GEMM of type ty as panels_##ty: 8-row panels, the token kernel
+ * panel_tokens_##tok against activation blocks nb_block_##ab, results by out (panel.h). */
+#define LANE_PANELS(ty, tok, ab, out)                                                                         \
+    PANEL_DECODE(ty)                                                                                          \
+    static void panels_##ty(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,        \
+                            int64_t nt, float *y, size_t ldy) {                                               \
+        panel p;                                                                                              \
+        nb_panel_gemm(panel_decode_##ty, panel_tokens_##tok, &p, PU, sizeof(nb_block_##ab), out, n / 32, w,   \
+                      ws, a, as, nr, nt, y, ldy);                                                             \
+    }
+/* The one-lane orders' GEMM of type ty as the function fn (a declarator: linkage, type and name):
+ * 16-row panels (panel2) decoded by dec, tokens by panel_tokens_##tok against activation blocks
+ * nb_block_##ab. MXFP4's own order, and NB_ROUTE_BLOCK's from NB_BLOCK_MIN tokens (the smaller
+ * batches of Q4_0, Q5_0 and Q8_0 take tlanes.h's token lanes, AVX2, or panels_avx512.c's row
+ * lanes). */
+#define ONE_PANELS(ty, fn, dec, tok, ab)                                                                      \
+    static void panel_decode_##ty##b(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *p) {     \
+        panel_decode(dec, w, ws, rows, u0, un, p);                                                            \
+    }                                                                                                         \
+    static void panel2_decode_##ty##b(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *p) {    \
+        panel2 *q = p;                                                                                        \
+        nb_panel_decode_halves(panel_decode_##ty##b, w, ws, rows, u0, un, &q->h[0], &q->h[1]);                \
+    }                                                                                                         \
+    fn(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y,      \
+       size_t ldy) {                                                                                          \
+        panel2 p;                                                                                             \
+        nb_panel_gemm(panel2_decode_##ty##b, panel_tokens_##tok, &p, PU, sizeof(nb_block_##ab), NB_PANEL_ONE16, \
+                      n / 32, w, ws, a, as, nr, nt, y, ldy);                                                  \
+    }
+/* The kernel of a panel type ty: tiles TILE, and from PANEL_MIN_TOKENS its GEMM `panels` on rows
+ * of at most max_nu units. */
+#define KERNEL_PANEL(ty, isa, TILE, panels, max_nu)                                                           \
+    TILE_TABLE(TILE, ty)                                                                                      \
     void nb_mm_##ty##_q8_0_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
                                 int64_t nt, float *y, size_t ldy) {                                          \
-        if (nt >= PANEL_MIN_TOKENS && n / 32 <= (max_nu)) {                                                   \
-            panel p;                                                                                          \
-            nb_panel_gemm(panel_decode_##ty, panel_tokens_##tok, &p, PU, sizeof(nb_block_##ab), out, n / 32,  \
-                          w, ws, a, as, nr, nt, y, ldy);                                                      \
-        } else                                                                                                \
+        if (nt >= PANEL_MIN_TOKENS && n / 32 <= (max_nu))                                                     \
+            panels(n, w, ws, a, as, nr, nt, y, ldy);                                                          \
+        else                                                                                                  \
             GEMV_LOOP(ty)(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                            \
     }                                                                                                         \
     KERNEL_SMALL(ty, isa)
 /* The kernel of an 8-lane type ty, activations Q8_0 (act q8_0: nb_block_q8_0, panel_tokens_q8_0)
  * or NB_ACT_Q8_0X (q8_0x). */
-#define KERNEL(ty, isa, TILE, act) KERNEL_PANEL(ty, isa, TILE, act, act, NB_PANEL_TREE, INT64_MAX)
-/* NB_ROUTE_BLOCK's panels of type ty as the function fn (a declarator: linkage, type and name; from
- * NB_BLOCK_MIN tokens), decoded by dec, tokens by panel_tokens_##tok against activation blocks
- * nb_block_##ab; the smaller batches of Q4_0, Q5_0 and Q8_0 take tlanes.h's token lanes (AVX2) or
- * panels_avx512.c's row lanes. */
-#define BLOCK_PANELS(ty, fn, dec, tok, ab)                                                                      \
-    static void panel_decode_##ty##b(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *p) {     \
-        panel_decode(dec, w, ws, rows, u0, un, p);                                                            \
-    }                                                                                                         \
-    fn(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y,      \
-       size_t ldy) {                                                                                          \
-        panel p;                                                                                              \
-        nb_panel_gemm(panel_decode_##ty##b, panel_tokens_##tok, &p, PU, sizeof(nb_block_##ab), NB_PANEL_ONE,  \
-                      n / 32, w, ws, a, as, nr, nt, y, ldy);                                                  \
-    }
+#define KERNEL(ty, isa, TILE, act) LANE_PANELS(ty, act, act, NB_PANEL_TREE) KERNEL_PANEL(ty, isa, TILE, panels_##ty, INT64_MAX)
 /* The kernel of Q4_1 or Q5_1 against Q8_1: its tiles for every token count. */
 #define KERNEL_MIN(ty, isa)                                                                                   \
     TILE_TABLE(TILE_M, ty)                                                                                    \

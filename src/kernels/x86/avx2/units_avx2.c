@@ -8,18 +8,20 @@
 KERNEL(q4_0, avx2, TILE_U, q8_0x)
 KERNEL(q5_0, avx2, TILE_U, q8_0x)
 KERNEL(q8_0, avx2, TILE_S, q8_0)
-KERNEL_PANEL(mxfp4, avx2, TILE_MX, mx, q8_0x, NB_PANEL_ONE, INT64_MAX)
+ONE_PANELS(mxfp4, static void panels_mxfp4, dec_mxfp4, mx, q8_0x)
+KERNEL_PANEL(mxfp4, avx2, TILE_MX, panels_mxfp4, INT64_MAX)
 /* NVFP4's panels only where a row fits one chunk (PU units): its tiles decode a row pair into one
  * register pair cheaply, and on longer rows, whose chunks restart the lanes' chains and scale
  * products, they read as fast or faster (bench_gemm, 1 thread, a first-generation Zen core: the
  * panels 1.1-1.15x the tiles on rows of 640 and 1024 elements, 1.0x on 2048, 0.9x on 8192;
  * docs/BENCHMARKS.md, stop 42) */
-KERNEL_PANEL(nvfp4, avx2, TILE_NV, nv, q8_0x, NB_PANEL_TREE, PU)
-BLOCK_PANELS(q4_0, static void panels_q4_0b, dec_q4_0u, q4_0b, q8_0x)
-BLOCK_PANELS(q5_0, static void panels_q5_0b, dec_q5_0u, q5_0b, q8_0x)
-BLOCK_PANELS(q8_0, static void panels_q8_0b, dec_q8_0, q8_0b, q8_0)
+LANE_PANELS(nvfp4, nv, q8_0x, NB_PANEL_TREE)
+KERNEL_PANEL(nvfp4, avx2, TILE_NV, panels_nvfp4, PU)
+ONE_PANELS(q4_0, static void panels_q4_0b, dec_q4_0u, q4_0b, q8_0x)
+ONE_PANELS(q5_0, static void panels_q5_0b, dec_q5_0u, q5_0b, q8_0x)
+ONE_PANELS(q8_0, static void panels_q8_0b, dec_q8_0, q8_0b, q8_0)
 /* NVFP4's block order takes one fma per 16-element sub-block: the panels only, from NB_BLOCK_MIN tokens */
-BLOCK_PANELS(nvfp4, void nb_mm_nvfp4_block_avx2, dec_nvfp4, nvfp4b, q8_0x)
+ONE_PANELS(nvfp4, void nb_mm_nvfp4_block_avx2, dec_nvfp4, nvfp4b, q8_0x)
 TL_KERNEL(q4_0, avx2, TL_U, dec_q4_0u, 1, q4_0_nsh, panels_q4_0b)
 TL_KERNEL(q5_0, avx2, TL_U, dec_q5_0u, 1, q5_0_nsh, panels_q5_0b)
 TL_KERNEL(q8_0, avx2, TL_W, dec_q8_0, 0, 0, panels_q8_0b)
