@@ -1,12 +1,12 @@
 /*
  * kpanel.h: the GEMM of many tokens for the batch orders of Q4_K and Q6_K, and Q4_K's block order
- * (kernels.h), on panel.h's 8-row panels, shared by both x86 sets: kquants.h includes it after
- * k_scales_mins, and each set compiles it with its own group sums and registers (kquants.h:
- * kp_codes4, kp_scaled, kp_scale_word, KP_Q6_RUN; NB_PANEL_G). Per group of 4 elements, one
- * register holds the group for 8 rows and meets each token's 4 activation bytes in one kp_codes4
- * (AVX2: a broadcast, vpmaddubsw and a word add; AVX-512: one vpdpbusd that broadcasts them from
- * memory); the groups under one scale are summed first, so that one kp_scaled applies it to all
- * of them.
+ * (kernels.h), on panel.h's 8-row panels (AVX2's Q4_K: two side by side), shared by both x86
+ * sets: kquants.h includes it after k_scales_mins, and each set compiles it with its own group
+ * sums and registers (kquants.h: kp_codes4, kp_scaled, kp_scale_word, KP_Q6_RUN; NB_PANEL_G).
+ * Per group of 4 elements, one register holds the group for 8 rows and meets each token's 4
+ * activation bytes in one kp_codes4 (AVX2: a broadcast, vpmaddubsw and a word add; AVX-512: one
+ * vpdpbusd that broadcasts them from memory); the groups under one scale are summed first, so
+ * that one kp_scaled applies it to all of them.
  */
 #ifndef NB_KERNELS_X86_KPANEL_H
 #define NB_KERNELS_X86_KPANEL_H
@@ -207,8 +207,8 @@ static void q4k_decode(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb
 /* The AVX2 set's Q4_K tiles take two 8-row panels side by side (rows 0-7 and 8-15: the halves of
  * NB_PANEL_MINUS16), so that each broadcast of a token's 4 bytes serves 16 rows: per 4 elements,
  * 16 rows and 4 tokens 2 panel loads, 4 broadcasts, 8 vpmaddubsw and 8 word adds, where one
- * panel took 1, 4, 4 and 4 for 8 rows (about 200 instructions per group where two 8-row tiles
- * took 260; Zen 3, docs/BENCHMARKS.md, stop 54). */
+ * panel took 1, 4, 4 and 4 for 8 rows: about 230 instructions per group where two 8-row tiles
+ * took 260, 1.02-1.19x the GEMM (Zen 3, docs/BENCHMARKS.md, stop 54). */
 typedef struct {
     q4k_panel h[2];
 } q4k_panel2;

@@ -310,7 +310,7 @@ KQ_TILE_OF(q5_k, tile_q45_k(1, 0, R, T, nb, w, ws, rs, a, as, y, ldy))
 KQ_TILE_OF(q6_k, tile_q6_k_in(0, R, T, nb, w, ws, rs, a, as, y, ldy))
 KQ_TILE_OF(q6_k_batch, tile_q6_k_in(1, R, T, nb, w, ws, rs, a, as, y, ldy))
 
-/* The batch orders' GEMM of many tokens (kpanel.h's 8-row panels), from KQ_PANEL_MIN_TOKENS tokens. */
+/* The batch orders' GEMM of many tokens (kpanel.h's panels), from KQ_PANEL_MIN_TOKENS tokens. */
 #define KQ_PANEL_MIN_TOKENS 16
 
 #define KQ_CAT3(a, b, c) a##b##c

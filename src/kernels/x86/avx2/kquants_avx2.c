@@ -1,7 +1,7 @@
 /*
  * kquants_avx2.c: the AVX2 Q4_K, Q5_K and Q6_K kernels (body in kquants.h): 16 registers hold
  * tiles of up to 4 rows x 2 tokens; the scale multiply is vpmaddwd then an add. The batch orders
- * of Q6_K and Q4_K (kernels.h) go through 8-row panels instead from 16 tokens (kpanel.h), and
+ * of Q6_K and Q4_K (kernels.h) go through panels instead from 16 tokens (kpanel.h: 8 rows, Q4_K 16), and
  * their small batches take groups of 8 tokens in the lanes (q4k_kt here, kquants.h's q6k_kt).
  * One token of Q4_K on one thread takes an 8-row tile instead (q4k_gemv8, kernels.h mm_solo).
  */

@@ -21,7 +21,8 @@
  * acc[t][1] (NB_PANEL_ONE, NB_PANEL_MINUS instead of NB_PANEL_TREE). The AVX-512 set's 512-bit
  * panels keep the 8 lanes in pairs (NB_PANEL_PAIRS, nb_panel_reduce_pairs), or hold 16 rows
  * (NB_PANEL_ONE16: one chain as a 512-bit register, rows 0-7 in acc[t][0], 8-15 in acc[t][1];
- * NB_PANEL_MINUS16: Q4_K's second chain in acc[t][2] and [3]).
+ * NB_PANEL_MINUS16: Q4_K's second chain in acc[t][2] and [3]); so do AVX2's panels of two 8-row
+ * halves side by side (units.h panel2, kpanel.h q4k_panel2), one 256-bit register per half.
  */
 #ifndef NB_KERNELS_X86_PANEL_H
 #define NB_KERNELS_X86_PANEL_H
