@@ -208,7 +208,7 @@ static void q4k_decode(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb
  * NB_PANEL_MINUS16), so that each broadcast of a token's 4 bytes serves 16 rows: per 4 elements,
  * 16 rows and 4 tokens 2 panel loads, 4 broadcasts, 8 vpmaddubsw and 8 word adds, where one
  * panel took 1, 4, 4 and 4 for 8 rows: about 230 instructions per group where two 8-row tiles
- * took 260, 1.02-1.19x the GEMM (Zen 3, docs/BENCHMARKS.md, stop 54). */
+ * took 260, 0.93-1.22x the GEMM, most runs 1.05-1.19x (Zen 3, docs/BENCHMARKS.md, stop 54). */
 typedef struct {
     q4k_panel h[2];
 } q4k_panel2;

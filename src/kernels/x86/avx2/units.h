@@ -667,8 +667,9 @@ static inline __attribute__((always_inline)) void panel_tokens_nv(int T, const v
 static const int one_groups[2][2][4] = {{{0, 1, 2, 3}, {4, 5, 6, 7}}, {{0, 1, 4, 5}, {2, 3, 6, 7}}};
 
 /* The one-lane orders take two 8-row panels side by side (rows 0-7 and 8-15, NB_PANEL_ONE16's
- * halves), so that each broadcast of a token's 4 bytes serves 16 rows (Zen 3, in-process:
- * MXFP4's GEMM 1.11-1.26x the 8-row panels; docs/BENCHMARKS.md, stop 54). */
+ * halves), so that each broadcast of a token's 4 bytes serves 16 rows (Zen 3, in one process:
+ * MXFP4's GEMM 1.02-1.39x the 8-row panels, NVFP4's block order 1.21-1.39x; docs/BENCHMARKS.md,
+ * stop 54). */
 typedef struct {
     panel h[2];
 } panel2;
