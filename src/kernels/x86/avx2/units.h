@@ -680,9 +680,9 @@ typedef struct {
  * groups 2h, 2h+1, 2h+4, 2h+5). Unsigned codes c = w + (128 >> nsh) against an NB_ACT_Q8_0X
  * form: the vpmaddubsw pair sums of a half's 4 groups added as words (c <= 31, |a| <= 127: 4 pair
  * sums <= 31496), one vpmaddwd, and ns >> nsh takes the offset out; per 4 weights, 16 rows and
- * token a broadcast, two vpmaddubsw, two word adds and a share of the rest, about 2.5
- * instructions per 8 rows against the 8-lane panels' 6 (panel_tokens, whose fma chains also run
- * per 4 weights). nsh 0: Q8_0's signed codes against Q8_0 blocks by the sign trick, whose pair
+ * token a broadcast, two vpmaddubsw, two word adds and a share of the rest, about 3 instructions
+ * per 8 rows against the 8-lane panels' 6 (panel_tokens, whose fma chains also run per 4
+ * weights). nsh 0: Q8_0's signed codes against Q8_0 blocks by the sign trick, whose pair
  * sums reach 32512, so each group takes its own vpmaddwd. Token t's chains are acc[t][0] (rows
  * 0-7) and acc[t][1] (8-15). */
 static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int split, int T, const void *pv, int un,
@@ -856,8 +856,8 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
     fn(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt, float *y,      \
        size_t ldy) {                                                                                          \
         panel2 p;                                                                                             \
-        nb_panel_gemm(panel2_decode_##ty##b, panel_tokens_##tok, &p, PU, sizeof(nb_block_##ab), NB_PANEL_ONE16, \
-                      n / 32, w, ws, a, as, nr, nt, y, ldy);                                                  \
+        nb_panel_gemm(panel2_decode_##ty##b, panel_tokens_##tok, &p, PU, sizeof(nb_block_##ab),               \
+                      NB_PANEL_ONE16, n / 32, w, ws, a, as, nr, nt, y, ldy);                                  \
     }
 /* The kernel of a panel type ty: tiles TILE, and from PANEL_MIN_TOKENS its GEMM `panels` on rows
  * of at most max_nu units. */
@@ -873,7 +873,8 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
     KERNEL_SMALL(ty, isa)
 /* The kernel of an 8-lane type ty, activations Q8_0 (act q8_0: nb_block_q8_0, panel_tokens_q8_0)
  * or NB_ACT_Q8_0X (q8_0x). */
-#define KERNEL(ty, isa, TILE, act) LANE_PANELS(ty, act, act, NB_PANEL_TREE) KERNEL_PANEL(ty, isa, TILE, panels_##ty, INT64_MAX)
+#define KERNEL(ty, isa, TILE, act)                                                                            \
+    LANE_PANELS(ty, act, act, NB_PANEL_TREE) KERNEL_PANEL(ty, isa, TILE, panels_##ty, INT64_MAX)
 /* The kernel of Q4_1 or Q5_1 against Q8_1: its tiles for every token count. */
 #define KERNEL_MIN(ty, isa)                                                                                   \
     TILE_TABLE(TILE_M, ty)                                                                                    \
