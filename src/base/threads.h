@@ -3,10 +3,10 @@
  *
  * Contract: a pool of N threads is the caller plus N-1 persistent workers. nb_pool_for() splits
  * [0, n) into N contiguous chunks (nb_pool_for_locked: split * N) whose boundaries are multiples
- * of `grain` (the last chunk takes
- * the rest) and runs fn on each, each chunk on whichever thread claims it first (threads.c),
- * returning when all are done. The split depends only on (n, grain, N), so work that computes
- * each index independently gives identical results for any thread count. One job runs at a time: concurrent callers are serialized.
+ * of `grain` (the last chunk takes the rest) and runs fn on each, each chunk on whichever thread
+ * claims it first (threads.c), returning when all are done. The split depends only on (n, grain,
+ * split * N), so work that computes each index independently gives identical results for any
+ * thread count. One job runs at a time: concurrent callers are serialized.
  *
  * Internal extras: a per-pool scratch buffer that grows but never shrinks, so that hot paths
  * (activation quantization in nb_matmul) do not allocate per call once warm.
@@ -21,10 +21,10 @@
  * nb_pool_for_locked() any number of times and then nb_pool_unlock(). */
 void *nb_pool_lock_scratch(nb_pool *p, size_t bytes);
 void nb_pool_unlock(nb_pool *p);
-/* As nb_pool_for, in split * N chunks (split >= 1): work bound by computation, where one thread
- * may run slower than another (a core shared with a busy neighbour), is claimed in smaller
- * pieces, so that the faster thread takes more of them. The boundaries depend only on (n, grain,
- * split * N). */
+/* As nb_pool_for, in split * N chunks (split from 1 to 4; others are clamped to that range): work
+ * bound by computation, where one thread may run slower than another (a core shared with a busy
+ * neighbour), is claimed in smaller pieces, so that the faster thread takes more of them. The
+ * boundaries depend only on (n, grain, split * N). */
 void nb_pool_for_locked(nb_pool *p, int64_t n, int64_t grain, int split, nb_pool_fn fn, void *ctx);
 /* The threads nb_pool_create(n_threads) starts: n_threads, or one per online CPU (at most
  * NB_MAX_THREADS) when n_threads <= 0. */
