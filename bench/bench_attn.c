@@ -42,7 +42,7 @@ static const char *kernel_names[N_KERNELS] = {"scores nb_attn_qk", "scores nb_ma
  * (of `blocks`); R rows of one token (decode) take the scores' decode route as fa_run does. */
 static double sample(int k, int ty, const uint8_t *cache, size_t rb, int blocks, int D, int R, int decode,
                      const float *q, const float *qp, float *s, float *acc) {
-    const nb_route route = decode && ty == NB_TYPE_F16 ? NB_ROUTE_VEC : NB_ROUTE_QUANT;
+    const nb_route route = decode && ty == NB_TYPE_F16 ? NB_ROUTE_VEC : NB_ROUTE_CELLS;
     int calls = 0;
     const double t0 = now_s();
     double t;

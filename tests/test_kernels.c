@@ -206,6 +206,48 @@ TEST(block_route_matches_reference) {
     }
 }
 
+/* Q4_0 matrices of a multiple of 8 rows take the block order (MXFP4's one lane per block: the
+ * order of llama.cpp's 8-row copy of them, kernels.h) at every token count, on the quantized
+ * route and in every set, bit for bit; the same rows as a matrix of 7 or as the KV cache's cells
+ * (NB_ROUTE_CELLS) keep the 8 lanes, which differ from it somewhere in these random products.
+ * Rows 8 (one GEMV tile of 8), 24 and 72 (the GEMV's tiles spread over the matrix), tokens from
+ * the GEMV through the tiles and small batches to the panels. */
+TEST(q4_0_rows_of_8_take_the_block_order) {
+    static const int64_t rows[] = {8, 24, 72}, toks[] = {1, 2, 3, 5, 9, 15, 16, 40, PANEL_TOKENS};
+    for (int ri = 0; ri < 3; ri++)
+        for (int k = 0; k < (int)(sizeof toks / sizeof toks[0]); k++) {
+            const int64_t nr = rows[ri], nt = toks[k], n = k % 2 ? 640 : 2176;
+            problem p;
+            CHECK(make(&p, NB_TYPE_Q4_0, nr, n, nt), "setup");
+            for (int isa = NB_ISA_AVX2; isa <= (int)nb_isa_best(); isa++) compare_isa((nb_isa)isa, &p, NB_ROUTE_QUANT);
+            float *lanes = malloc(sizeof(float) * (size_t)(nr * nt)), *cells = malloc(sizeof(float) * (size_t)(nr * nt));
+            /* the reference's block order, token by token (the block route below 8 tokens is the quantized one) */
+            fill_nan(p.y_ref, nr * nt);
+            for (int64_t t = 0; t < nt; t++)
+                CHECK(nb_matmul_isa(NB_ISA_REF, NULL, NB_TYPE_Q4_0, p.w, 0, nr, n, p.x + t * n, 1, p.y_ref + t * nr,
+                                    NB_ROUTE_QUANT) == NB_OK, "ref: %s", nb_last_error());
+            fill_nan(p.y, nr * nt);
+            CHECK(nb_matmul_isa(NB_ISA_REF, NULL, NB_TYPE_Q4_0, p.w, 0, nr, n, p.x, nt, p.y, nt >= NB_BLOCK_MIN_SMALL ?
+                                NB_ROUTE_BLOCK : NB_ROUTE_QUANT) == NB_OK, "ref block: %s", nb_last_error());
+            CHECK(!memcmp(p.y, p.y_ref, sizeof(float) * (size_t)(nr * nt)), "%lld x %lld x %lld: not the block order",
+                  (long long)nr, (long long)n, (long long)nt);
+            CHECK(nb_matmul_isa(NB_ISA_REF, NULL, NB_TYPE_Q4_0, p.w, 0, 7, n, p.x, nt, lanes, NB_ROUTE_QUANT) == NB_OK &&
+                      nb_matmul_isa(nb_isa_best(), NULL, NB_TYPE_Q4_0, p.w, 0, nr, n, p.x, nt, cells, NB_ROUTE_CELLS) == NB_OK,
+                  "lanes: %s", nb_last_error());
+            int same = 1, cells_ok = 1;
+            for (int64_t t = 0; t < nt; t++)
+                for (int64_t r = 0; r < 7; r++) {
+                    same &= !memcmp(&lanes[t * 7 + r], &p.y_ref[t * nr + r], sizeof(float));
+                    cells_ok &= !memcmp(&lanes[t * 7 + r], &cells[t * nr + r], sizeof(float));
+                }
+            CHECK(!same, "%lld x %lld x %lld: 7 rows took the block order too", (long long)nr, (long long)n, (long long)nt);
+            CHECK(cells_ok, "%lld x %lld x %lld: the cells' route left the 8 lanes", (long long)nr, (long long)n,
+                  (long long)nt);
+            free(lanes), free(cells);
+            drop(&p);
+        }
+}
+
 TEST(avx512_matches_reference) {
     if (nb_isa_best() < NB_ISA_AVX512 || !nb_cpu()->avx512vnni) SKIP("no AVX-512");
     all_shapes_isa(NB_ISA_AVX512);
@@ -847,6 +889,7 @@ int main(void) {
     RUN(avx512_gemm_panels_match_reference);
     RUN(avx512_matches_reference);
     RUN(block_route_matches_reference);
+    RUN(q4_0_rows_of_8_take_the_block_order);
     RUN(avx2_small_batches_match_reference);
     RUN(avx512_small_batches_match_reference);
     RUN(small_batches_thread_count_invariance);

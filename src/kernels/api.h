@@ -18,9 +18,13 @@
  * added in double. llama.cpp takes this order when it multiplies one token by the F16 KV cache
  * (decode attention); nb_vec_dot_f16_vec_ref is its definition. */
 #define NB_ROUTE_VEC ((nb_route)3)
+/* Internal route of the KV cache's quantized cells: NB_ROUTE_QUANT's kernels of the cells' type
+ * whatever the count of cells, since llama.cpp copies weight matrices into its 8-row layout and
+ * never the cache (kernels.h: Q4_0 cells keep the 8 lanes of ggml_vec_dot_q4_0_q8_0). */
+#define NB_ROUTE_CELLS ((nb_route)4)
 
 /* nb_matmul_route with a row stride as nb_matmul_strided's (0: rows packed); the route may be
- * NB_ROUTE_VEC. */
+ * NB_ROUTE_VEC or NB_ROUTE_CELLS. */
 nb_status nb_matmul_ex(nb_pool *pool, int wtype, const void *w, size_t w_stride, int64_t n_out, int64_t n_in,
                        const float *x, int64_t n_tok, float *y, nb_route route);
 

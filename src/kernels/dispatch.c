@@ -69,12 +69,21 @@ static void fill_tables(void) {
 
 void nb_kernel_tables_init(void) { pthread_once(&tables_once, fill_tables); }
 
-const nb_kernel *nb_kernel_get(nb_isa isa, int wtype) {
-    if (wtype < 0 || wtype >= NB_KERNEL_TYPES) return NULL;
+/* Entry i of a set's merged table (a GGUF type id or NB_KERNEL_Q4_0_X8), NULL without kernel. */
+static const nb_kernel *kernel_at(nb_isa isa, int i) {
     nb_kernel_tables_init();
     if (isa > nb_isa_best()) isa = nb_isa_best();
     if (isa < NB_ISA_REF) isa = NB_ISA_REF;
-    return merged[isa][wtype].mm ? &merged[isa][wtype] : NULL;
+    return merged[isa][i].mm ? &merged[isa][i] : NULL;
+}
+
+const nb_kernel *nb_kernel_get(nb_isa isa, int wtype) {
+    return wtype < 0 || wtype >= NB_KERNEL_GGUF_TYPES ? NULL : kernel_at(isa, wtype);
+}
+
+const nb_kernel *nb_kernel_matrix(nb_isa isa, int wtype, int64_t n_out) {
+    if (wtype == NB_TYPE_Q4_0 && n_out > 0 && n_out % 8 == 0) return kernel_at(isa, NB_KERNEL_Q4_0_X8);
+    return nb_kernel_get(isa, wtype);
 }
 
 const nb_act_set *nb_act_get(nb_isa isa) {

@@ -42,17 +42,20 @@
  *    Q4_K takes its GEMV order above (one fma per block for the sums and one for the minimum,
  *    where its batch order takes one per 64 elements for each). Types whose orders are already
  *    per block (MXFP4, Q6_K's batch order) have no mm_block and run their NB_ROUTE_QUANT order.
+ *  - A Q4_0 weight matrix with a multiple of 8 rows (NB_KERNEL_Q4_0_X8) takes MXFP4's order on
+ *    both routes and at every token count: that of the 8-row copy llama.cpp makes of it (below).
+ *    The KV cache's Q4_0 cells keep the 8 lanes (NB_ROUTE_CELLS, api.h: llama.cpp copies weights
+ *    only).
  *  These are the orders of the llama.cpp build the parity tests compare with (AVX2): its
  *  vec_dot for Q4_0/Q5_0/Q8_0/NVFP4/Q5_K/Q6_K (tinyBLAS, for batches of Q4_0/Q5_0/Q8_0, has the
  *  same lanes; NVFP4 has neither tinyBLAS nor a repack there, so ggml_vec_dot_nvfp4_q8_0 serves
  *  every batch), for Q4_K and MXFP4 the GEMV and GEMM of the 8-row interleaved copy it makes of
  *  every such matrix whose row count is a multiple of 8 ("repack": ggml_gemv/gemm_mxfp4_8x8_q8_0,
  *  one fma per block in both; the tied output head is repacked too, being loaded as the output
- *  layer's own copy), for Q6_K batches its tiled kernel; so nibble's products match it bit for
+ *  layer's own copy), and for Q4_0 matrices of a multiple of 8 rows the same template's
+ *  q4_0_8x8_q8_0, for Q6_K batches its tiled kernel; so nibble's products match it bit for
  *  bit. Not followed: an MXFP4 matrix with rows not a multiple of 8, which llama.cpp leaves to
- *  ggml_vec_dot_mxfp4_q8_0 (8 lanes, even and odd blocks in two accumulators); and Q4_0 matrices
- *  with a multiple of 8 rows, which that build repacks too (q4_0_8x8: MXFP4's one lane per block,
- *  the same gemv/gemm template), so all-Q4_0 files are not bit-identical yet (BENCHMARKS.md).
+ *  ggml_vec_dot_mxfp4_q8_0 (8 lanes, even and odd blocks in two accumulators).
  *  Integer sums are exact in any order, fma is correctly rounded, so any ISA that follows these
  *  steps reproduces the reference exactly. Float routes (f32 activations) only promise a
  *  tolerance (docs/KERNELS.md).
@@ -117,6 +120,9 @@ typedef struct nb_kernel {
 /* Kernel of a weight type for an ISA (falls back to the best lower ISA that has one), or NULL
  * when the type has no kernel. */
 const nb_kernel *nb_kernel_get(nb_isa isa, int wtype);
+/* The same for a weight matrix of n_out rows: a Q4_0 matrix with a multiple of 8 rows takes
+ * NB_KERNEL_Q4_0_X8's kernels (the contract above). */
+const nb_kernel *nb_kernel_matrix(nb_isa isa, int wtype, int64_t n_out);
 
 /* nb_matmul_ex with an explicit kernel set (tests compare sets within one process). */
 nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, size_t w_stride, int64_t n_out,
@@ -260,9 +266,13 @@ extern float nb_e8m0_half_table[256];
 extern float nb_ue4m3_half_table[256][2]; /* each value twice: one 8-byte load fills a lane pair */
 void nb_kernel_tables_init(void);
 
-/* Per-ISA tables, indexed by GGUF type id (NULL mm = no kernel). The x86 sets exist in x86 builds
- * only (NB_X86_SETS; the Makefile compiles src/kernels/x86/ for x86 targets alone). */
-#define NB_KERNEL_TYPES 41
+/* Per-ISA tables, indexed by GGUF type id (NULL mm = no kernel), then by the rows' orders that
+ * are not a type of their own: NB_KERNEL_Q4_0_X8, a Q4_0 matrix with a multiple of 8 rows
+ * (nb_kernel_matrix; the contract above). The x86 sets exist in x86 builds only (NB_X86_SETS; the
+ * Makefile compiles src/kernels/x86/ for x86 targets alone). */
+#define NB_KERNEL_GGUF_TYPES 41
+#define NB_KERNEL_Q4_0_X8 41
+#define NB_KERNEL_TYPES 42
 #if defined(__x86_64__) || defined(__i386__)
 #define NB_X86_SETS 1
 #else

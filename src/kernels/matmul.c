@@ -145,8 +145,10 @@ static void run_rows(void *ctx, int64_t b, int64_t e) {
 
 nb_status nb_matmul_isa(nb_isa isa, nb_pool *pool, int wtype, const void *w, size_t w_stride, int64_t n_out,
                         int64_t n_in, const float *x, int64_t n_tok, float *y, nb_route route) {
-    const nb_kernel *k = nb_kernel_get(isa, wtype);
+    /* a weight matrix's rows may choose its kernels (kernels.h); the cache's cells never do */
+    const nb_kernel *k = route == NB_ROUTE_CELLS ? nb_kernel_get(isa, wtype) : nb_kernel_matrix(isa, wtype, n_out);
     if (!k) return nb_fail(NB_ERR_UNSUPPORTED, "nb_matmul: no kernel for weight type %d (%s)", wtype, nb_type_name(wtype));
+    if (route == NB_ROUTE_CELLS) route = NB_ROUTE_QUANT;
     if (route != NB_ROUTE_QUANT && route != NB_ROUTE_F32 && route != NB_ROUTE_BLOCK && !(route == NB_ROUTE_VEC && k->mm_vec))
         return nb_fail(NB_ERR_INVALID_ARG, "nb_matmul: route %d is not NB_ROUTE_QUANT, NB_ROUTE_F32 or NB_ROUTE_BLOCK",
                        (int)route);

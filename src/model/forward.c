@@ -471,7 +471,7 @@ static void attend_block(const batch *b, const seq *sq, nb_pool *pool, int t0, i
         memcpy(qr + (size_t)i * G * D, b->a->q + ((size_t)(t0 + i) * HQ + (size_t)g * G) * D, sizeof(float) * (size_t)G * D);
     if (kv->type_k == NB_TYPE_F16) nb_round_fp16(qr, (int64_t)R * D);
     nb_matmul_ex(pool, kv->type_k, nb_kv_k(kv, il, g) + (size_t)lo32 * kv->k_row, 0, nk, D, qr, R, scores,
-                 kv->type_k == NB_TYPE_F16 ? vec : NB_ROUTE_QUANT);
+                 kv->type_k == NB_TYPE_F16 ? vec : NB_ROUTE_CELLS);
     for (int r = 0; r < R; r++) {
         const int t = t0 + r / G, pos = c->pos + t - sq->row0;
         const cell_span sp = attend_cells(b, sq, t);
@@ -485,7 +485,7 @@ static void attend_block(const batch *b, const seq *sq, nb_pool *pool, int t0, i
         memset(s + sp.n, 0, sizeof(float) * (size_t)(nk - (sp.lo32 - lo32) - sp.n));
     }
     nb_matmul_ex(pool, kv->type_v, nb_kv_v(kv, il, g) + (size_t)lo32 * kv->v_row, (size_t)nb_kv_cells(kv, il) * kv->v_row,
-                 D, nk, scores, R, qr, kv->type_v == NB_TYPE_F16 ? vec : NB_ROUTE_QUANT);
+                 D, nk, scores, R, qr, kv->type_v == NB_TYPE_F16 ? vec : NB_ROUTE_CELLS);
     for (int i = 0; i < nt; i++)
         memcpy(b->a->att + ((size_t)(t0 + i) * HQ + (size_t)g * G) * D, qr + (size_t)i * G * D, sizeof(float) * (size_t)G * D);
 }
@@ -572,7 +572,7 @@ static void fa_run(const batch *b, const fa_item *it, float *scratch, float *out
         if (nk > cells - cell0) nk = cells - cell0; /* a ring's run ends at its last cell */
         if (packed) nb_attn_qk(kv->type_k, K + (size_t)cell0 * kv->k_row, kv->k_row, nk, D, qp, R, s, (size_t)nk);
         else nb_matmul_ex(NULL, kv->type_k, K + (size_t)cell0 * kv->k_row, 0, nk, D, qt, R, s,
-                          kv->type_k == NB_TYPE_F16 && nt == 1 ? NB_ROUTE_VEC : NB_ROUTE_QUANT); /* VEC: prefetching */
+                          kv->type_k == NB_TYPE_F16 && nt == 1 ? NB_ROUTE_VEC : NB_ROUTE_CELLS); /* VEC: prefetching */
         const int32_t *held = run_cells(kv, il, cell0, p0, nk);
         for (int r = 0; r < R; r++) {
             const int pos = pos0 + r / G;

@@ -52,7 +52,8 @@ PROMPT = "Once upon a time, in a small village by the sea, there lived"
 RUNS = [("q4_k_m", 1024), ("f16", 1024)]  # (variant, n_ctx)
 # phi3 at an n_ctx above original_context_length: the long factors; qwen3 with YaRN scaling; gemma3
 # with every weight MXFP4 or NVFP4 (the FP4 kernels' orders, llama.cpp's repacked MXFP4 GEMV/GEMM)
-EXTRA = {"phi3": [("q4_k_m", 8192)], "qwen3": [("yarn", 1024)], "gemma3": [("mxfp4", 1024), ("nvfp4", 1024)]}
+EXTRA = {"phi3": [("q4_k_m", 8192)], "qwen3": [("yarn", 1024)],
+         "gemma3": [("mxfp4", 1024), ("nvfp4", 1024), ("q4_0", 1024)]}
 
 T = Tally(verbose=True)
 

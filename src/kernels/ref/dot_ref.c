@@ -382,6 +382,8 @@ const nb_kernel nb_kernels_ref[NB_KERNEL_TYPES] = {
     Q81(Q4_1, "q4_1", mm_q4_1, mmf_q4_1),
     Q81(Q5_1, "q5_1", mm_q5_1, mmf_q5_1),
     Q8(MXFP4, "mxfp4", mm_mxfp4, mmf_mxfp4),
+    /* Q4_0 matrices of a multiple of 8 rows: MXFP4's order, the block order's */
+    [NB_KERNEL_Q4_0_X8] = {NB_TYPE_Q8_0, mm_q4_0_block, mmf_q4_0, "ref q4_0 x q8_0 (8-row order)", "ref q4_0 x f32", 1},
     Q8B(NVFP4, "nvfp4", mm_nvfp4, mmf_nvfp4, mm_nvfp4_block, NB_BLOCK_MIN),
     /* Q4_K's block order is its GEMV's (kernels.h) */
     [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, mm_q4_k, mmf_q4_k, "ref q4_K x q8_K", "ref q4_K x f32", 1, NULL, mm_q4_k_batch, 4, 4,

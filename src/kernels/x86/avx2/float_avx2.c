@@ -101,6 +101,8 @@ const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES] = {
     Q8B(Q5_0, q5_0, mmf_q5_0, 8, NB_ACT_Q8_0X, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL, SMALL_MAX),
     Q8B(Q8_0, q8_0, mmf_q8_0, 8, NB_TYPE_Q8_0, NB_TYPE_Q8_0, NB_BLOCK_MIN_SMALL, 24),
     Q8(MXFP4, mxfp4, mmf_mxfp4, 8, NB_ACT_Q8_0X_MX),
+    [NB_KERNEL_Q4_0_X8] = {NB_ACT_Q8_0X_MX, nb_mm_q4_0x8_q8_0_avx2, mmf_q4_0, "avx2 q4_0 x q8_0 (8-row order)",
+                           "avx2 q4_0 x f32", 8, .mm_small = nb_mm_q4_0x8_small_avx2, .small_max = SMALL_MAX},
     Q8B(NVFP4, nvfp4, mmf_nvfp4, 8, NB_ACT_Q8_0X_NV, NB_ACT_Q8_0X_NV, NB_BLOCK_MIN, SMALL_MAX),
     Q81(Q4_1, q4_1),
     Q81(Q5_1, q5_1),

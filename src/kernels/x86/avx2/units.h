@@ -6,7 +6,7 @@
  * Every type is read as 32-element units (a block; NVFP4: half a block) decoded in registers to
  * 32 bytes plus scales. vpmaddubsw multiplies unsigned by signed bytes, then vpmaddwd with ones
  * yields lane k = elements 4k..4k+3 exactly, as the lane contract in kernels.h requires (MXFP4's
- * and NVFP4's tiles decode two rows into one register, fp4_codes2, MXFP4's on the way to its one
+ * and NVFP4's tiles decode two rows into one register, codes2, MXFP4's on the way to its one
  * lane, fp4.h; NVFP4 keeps the lanes in its nibbles' order, nv_lane_sum). Q8_0's codes take the
  * sign trick, |w| unsigned times a*sign(w) (|w| <= 128 and |a| <= 127 keep the int16 pair sums
  * below 32767; tile_s). The other types are decoded to unsigned codes c = w + c0 (Q4_0's nibble,
@@ -140,20 +140,22 @@ enum { q4_0_unit_bytes = 18, q5_0_unit_bytes = 22, q8_0_unit_bytes = 34, mxfp4_u
 #define RMAX 4
 #define TMAX 3
 
-/* The unsigned codes (e2m1_table) of the 16 FP4 bytes at x and at z (a unit of two rows) in two
- * registers, one row per 128-bit half: lo = [x's low nibbles | z's], hi = their high nibbles:
- * one load and insert and one shift for both rows, no shuffle across halves. vpmaddubsw takes
- * each against the activations of those elements in both halves (c <= 28 and |a| <= 127 keep a
- * pair sum within 7112, two added within 14224). MXFP4: lo holds elements 0..15, hi 16..31, so
- * lo and hi products added and vpmaddwd with ones give [x's 4 lanes | z's 4 lanes], lane k the
- * groups k and k+4: the layout of fp4.h's reduction. NVFP4: lo holds the groups 0,1,4,5 of the
- * nibbles' order, hi the groups 2,3,6,7 (tile_nv). */
-static inline void fp4_codes2(const uint8_t *x, const uint8_t *z, __m256i *lo, __m256i *hi) {
+/* The unsigned codes of the 16 packed bytes at x and at z (a unit of two rows) in two registers,
+ * one row per 128-bit half: lo = [x's low nibbles | z's], hi = their high nibbles: one load and
+ * insert and one shift for both rows, no shuffle across halves. fp4: the FP4 types' codes
+ * (e2m1_table), else Q4_0's, the nibbles as they are. vpmaddubsw takes each against the
+ * activations of those elements in both halves (c <= 28 and |a| <= 127 keep a pair sum within
+ * 7112, two added within 14224). MXFP4 and Q4_0: lo holds elements 0..15, hi 16..31, so lo and hi
+ * products added and vpmaddwd with ones give [x's 4 lanes | z's 4 lanes], lane k the groups k and
+ * k+4: the layout of fp4.h's reduction. NVFP4: lo holds the groups 0,1,4,5 of the nibbles' order,
+ * hi the groups 2,3,6,7 (tile_nv). */
+static inline void codes2(int fp4, const uint8_t *x, const uint8_t *z, __m256i *lo, __m256i *hi) {
     const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)x)),
                                               _mm_loadu_si128((const __m128i *)z), 1);
-    const __m256i m = _mm256_set1_epi8(15), t = e2m1_table();
-    *lo = _mm256_shuffle_epi8(t, _mm256_and_si256(b, m));
-    *hi = _mm256_shuffle_epi8(t, _mm256_and_si256(_mm256_srli_epi16(b, 4), m));
+    const __m256i m = _mm256_set1_epi8(15);
+    *lo = _mm256_and_si256(b, m);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m);
+    if (fp4) *lo = _mm256_shuffle_epi8(e2m1_table(), *lo), *hi = _mm256_shuffle_epi8(e2m1_table(), *hi);
 }
 
 /* Scale of row r (a constant after inlining) in every lane: v holds the rows' scales in both
@@ -231,13 +233,32 @@ static inline __attribute__((always_inline)) void tile_s(dec_fn dec, int ub, int
     acc_store(acc, R, T, y, ldy, rs);
 }
 
-/* The tile of MXFP4 against NB_ACT_Q8_0X_MX activations (the corrections of groups k and k+4
- * summed in nc[k]): two rows per register (fp4_codes2), nc >> 3 = -16 * (sum of the lane's 8
- * activations) taken out of each lane exactly, then fp4.h's one lane per row and token, token
- * pairs in one accumulator each. */
-static inline __attribute__((always_inline)) void tile_mx(int ub, int R, int T, int64_t nu, const uint8_t *w, size_t ws,
+/* The one-lane types of the 8-lane tiles' shape: MXFP4, and Q4_0 in the order of llama.cpp's 8-row
+ * copy of its matrices (kernels.h, NB_KERNEL_Q4_0_X8). Both keep 16 bytes of nibbles per unit,
+ * element j in byte j's low nibble and element j + 16 in its high one. */
+enum { ONE_mxfp4, ONE_q4_0x8 };
+static const int one_unit_bytes[2] = {sizeof(nb_block_mxfp4), sizeof(nb_block_q4_0)};
+
+/* Unit u of a row of type ty: its 16 bytes of codes, and its scale in *s (the halved E8M0 or d). */
+static inline const uint8_t *one_unit(int ty, const uint8_t *row, int64_t u, float *s) {
+    if (ty == ONE_q4_0x8) {
+        const nb_block_q4_0 *b = (const nb_block_q4_0 *)row + u;
+        *s = _cvtsh_ss(b->d);
+        return b->qs;
+    }
+    const nb_block_mxfp4 *b = (const nb_block_mxfp4 *)row + u;
+    *s = nb_e8m0_half_table[b->e];
+    return b->qs;
+}
+
+/* The tile of MXFP4 or Q4_0 (ty) against NB_ACT_Q8_0X_MX activations (the corrections of groups
+ * k and k+4 summed in nc[k]): two rows per register (codes2), nc >> 3 = -16 * (sum of the lane's
+ * 8 activations; Q4_0's nibbles w + 8: nc >> 4) taken out of each lane exactly, then fp4.h's one
+ * lane per row and token, token pairs in one accumulator each. */
+static inline __attribute__((always_inline)) void tile_mx(int ty, int R, int T, int64_t nu, const uint8_t *w, size_t ws,
                                                           size_t rs, const uint8_t *a, size_t as, float *y, size_t ldy) {
     const int S = (R + 1) / 2, P = (T + 1) / 2; /* row pairs, token pairs */
+    const int ub = one_unit_bytes[ty];
     __m256 acc[(TMAX + 1) / 2];
     #pragma GCC unroll 8
     for (int p = 0; p < P; p++) acc[p] = _mm256_setzero_ps();
@@ -249,10 +270,10 @@ static inline __attribute__((always_inline)) void tile_mx(int ub, int R, int T, 
             const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
             alo[t] = bcast16(ab->qs);
             ahi[t] = bcast16(ab->qs + 16);
-            nv[t] = _mm256_srai_epi32(bcast16(ab->nc), 3);
+            nv[t] = _mm256_srai_epi32(bcast16(ab->nc), ty == ONE_q4_0x8 ? 4 : 3);
             ad[t] = _mm256_set1_ps(ab->d);
         }
-        if ((u & 1) == 0) /* two units (34 bytes) per prefetch of a row */
+        if ((u & 1) == 0) /* two units (34 or 36 bytes) per prefetch of a row */
             #pragma GCC unroll 8
             for (int r = 0; r < R; r++)
                 _mm_prefetch((const char *)w + (size_t)r * rs * ws + u * ub + nb_prefetch_bytes(ub), _MM_HINT_T0);
@@ -260,11 +281,12 @@ static inline __attribute__((always_inline)) void tile_mx(int ub, int R, int T, 
         __m256 s[2];
         #pragma GCC unroll 8
         for (int j = 0; j < S; j++) {
-            const nb_block_mxfp4 *x = (const nb_block_mxfp4 *)(w + (size_t)(2 * j) * rs * ws) + u;
-            const nb_block_mxfp4 *z = (const nb_block_mxfp4 *)(w + (size_t)(2 * j + 1 < R ? 2 * j + 1 : 2 * j) * rs * ws) + u;
+            float sx, sz;
+            const uint8_t *x = one_unit(ty, w + (size_t)(2 * j) * rs * ws, u, &sx);
+            const uint8_t *z = one_unit(ty, w + (size_t)(2 * j + 1 < R ? 2 * j + 1 : 2 * j) * rs * ws, u, &sz);
             __m256i lo, hi;
-            fp4_codes2(x->qs, z->qs, &lo, &hi);
-            s[j] = _mm256_setr_m128(_mm_set1_ps(nb_e8m0_half_table[x->e]), _mm_set1_ps(nb_e8m0_half_table[z->e]));
+            codes2(ty == ONE_mxfp4, x, z, &lo, &hi);
+            s[j] = _mm256_setr_m128(_mm_set1_ps(sx), _mm_set1_ps(sz));
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
                 const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo[t]), _mm256_maddubs_epi16(hi, ahi[t]));
@@ -297,50 +319,58 @@ static inline __m256 mx_scales8(uint64_t e) {
     return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, den, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), v)));
 }
 
-/* MXFP4's GEMV tile: 8 rows rs rows apart (pair j: rows 2j and 2j + 1) against one token, one
- * accumulator for all 8. Each pair's 4-lane sums (fp4_codes2, the nibble split's lanes) stay
- * uncorrected up to the first round of pair sums (8 products of codes c <= 28 and |a| <= 127:
- * within 28448, as vpackssdw needs), which then take the correction of their 16 activations at
- * once (from nc; after it a sum of 16 products of |w| <= 12, within 24384); a second round of
- * packs and pair sums leaves pair j's rows in lanes j and j + 4. So the scales of the 8 rows are
- * one conversion of their codes (mx_scales8), and one product, conversion and fma serve 8 chains,
- * where the 4-row tile gave half of each register to a copy of the same token. */
-static inline void tile_mxfp4_8x1(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as,
-                                  float *y, size_t ldy) {
-    (void)as, (void)ldy;
+/* The GEMV tile of MXFP4 or Q4_0 (ty): 8 rows rs rows apart (pair j: rows 2j and 2j + 1) against
+ * one token, one accumulator for all 8. Each pair's 4-lane sums (codes2, the nibble split's
+ * lanes) stay uncorrected up to the first round of pair sums (8 products of codes c <= 28 and
+ * |a| <= 127: within 28448, as vpackssdw needs), which then take the correction of their 16
+ * activations at once (from nc; after it a sum of 16 products of |w| <= 12, within 24384); a
+ * second round of packs and pair sums leaves pair j's rows in lanes j and j + 4. So the scales of
+ * the 8 rows are one conversion of their codes (mx_scales8, or Q4_0's fp16 d), and one product,
+ * conversion and fma serve 8 chains, where the 4-row tile gave half of each register to a copy
+ * of the same token. */
+static inline __attribute__((always_inline)) void tile_one8(int ty, int64_t nu, const uint8_t *w, size_t ws, size_t rs,
+                                                            const uint8_t *a, float *y) {
     const __m256i one = _mm256_set1_epi16(1);
+    const int ub = one_unit_bytes[ty];
     size_t off[8]; /* row r at off[r] from row 0: one pointer steps through the units */
     #pragma GCC unroll 8
     for (int r = 0; r < 8; r++) off[r] = (size_t)r * rs * ws;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t u = 0; u < nu; u++) {
-        const uint8_t *b = w + u * mxfp4_unit_bytes;
+        const uint8_t *b = w + u * ub;
         const nb_block_q8_0x *ab = (const nb_block_q8_0x *)a + u;
         const __m256i alo = bcast16(ab->qs), ahi = bcast16(ab->qs + 16);
-        int64_t c2; /* nc[4], nc[5]: -16 * the sums of groups 0, 1, 4, 5 and 2, 3, 6, 7 */
+        int64_t c2; /* nc[4], nc[5]: -16 * the sums of groups 0, 1, 4, 5 and 2, 3, 6, 7 (Q4_0: -8 *) */
         memcpy(&c2, ab->nc + 4, 8);
-        const __m256i corr = _mm256_set1_epi64x(c2);
-        if ((u & 1) == 0) /* two units (34 bytes) per prefetch of a row */
+        const __m256i corr = _mm256_srai_epi32(_mm256_set1_epi64x(c2), ty == ONE_q4_0x8);
+        if ((u & 1) == 0) /* two units (34 or 36 bytes) per prefetch of a row */
             #pragma GCC unroll 8
             for (int r = 0; r < 8; r++)
-                _mm_prefetch((const char *)b + off[r] + nb_prefetch_bytes(mxfp4_unit_bytes), _MM_HINT_T0);
+                _mm_prefetch((const char *)b + off[r] + nb_prefetch_bytes(ub), _MM_HINT_T0);
         __m256i p[4];
         uint64_t e2[4]; /* pair j's two codes at lanes j, j + 4; ored as a tree, not a chain of 8 */
+        uint64_t dx = 0, dz = 0; /* Q4_0: pair j's two fp16 d at lanes j, j + 4 */
         #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
-            const nb_block_mxfp4 *x = (const nb_block_mxfp4 *)(b + off[2 * j]);
-            const nb_block_mxfp4 *z = (const nb_block_mxfp4 *)(b + off[2 * j + 1]);
+            const uint8_t *x = b + off[2 * j], *z = b + off[2 * j + 1];
             __m256i lo, hi;
-            fp4_codes2(x->qs, z->qs, &lo, &hi);
+            if (ty == ONE_q4_0x8) {
+                codes2(0, ((const nb_block_q4_0 *)x)->qs, ((const nb_block_q4_0 *)z)->qs, &lo, &hi);
+                dx |= (uint64_t)((const nb_block_q4_0 *)x)->d << 16 * j;
+                dz |= (uint64_t)((const nb_block_q4_0 *)z)->d << 16 * j;
+            } else {
+                codes2(1, ((const nb_block_mxfp4 *)x)->qs, ((const nb_block_mxfp4 *)z)->qs, &lo, &hi);
+                e2[j] = (uint64_t)((const nb_block_mxfp4 *)x)->e << 8 * j | (uint64_t)((const nb_block_mxfp4 *)z)->e << (8 * j + 32);
+            }
             const __m256i w16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo), _mm256_maddubs_epi16(hi, ahi));
             p[j] = _mm256_madd_epi16(w16, one);
-            e2[j] = (uint64_t)x->e << 8 * j | (uint64_t)z->e << (8 * j + 32);
         }
-        const uint64_t e = (e2[0] | e2[1]) | (e2[2] | e2[3]);
+        const __m256 sw = ty == ONE_q4_0x8 ? _mm256_cvtph_ps(_mm_set_epi64x((long long)dz, (long long)dx))
+                                       : mx_scales8((e2[0] | e2[1]) | (e2[2] | e2[3]));
         const __m256i m0 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_packs_epi32(p[0], p[1]), one), corr);
         const __m256i m1 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_packs_epi32(p[2], p[3]), one), corr);
         const __m256i sum = _mm256_madd_epi16(_mm256_packs_epi32(m0, m1), one);
-        acc = _mm256_fmadd_ps(_mm256_mul_ps(mx_scales8(e), _mm256_set1_ps(ab->d)), _mm256_cvtepi32_ps(sum), acc);
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(sw, _mm256_set1_ps(ab->d)), _mm256_cvtepi32_ps(sum), acc);
     }
     const __m128 x = _mm256_castps256_ps128(acc), z = _mm256_extractf128_ps(acc, 1); /* the pairs' rows x | z */
     #pragma GCC unroll 4
@@ -348,6 +378,18 @@ static inline void tile_mxfp4_8x1(int64_t nu, const uint8_t *w, size_t ws, size_
         y[(size_t)(2 * j) * rs] = _mm_cvtss_f32(_mm_permutevar_ps(x, _mm_set1_epi32(j)));
         y[(size_t)(2 * j + 1) * rs] = _mm_cvtss_f32(_mm_permutevar_ps(z, _mm_set1_epi32(j)));
     }
+}
+
+static inline void tile_mxfp4_8x1(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as,
+                                  float *y, size_t ldy) {
+    (void)as, (void)ldy;
+    tile_one8(ONE_mxfp4, nu, w, ws, rs, a, y);
+}
+
+static inline void tile_q4_0x8_8x1(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, size_t as,
+                                   float *y, size_t ldy) {
+    (void)as, (void)ldy;
+    tile_one8(ONE_q4_0x8, nu, w, ws, rs, a, y);
 }
 
 /* The contract's tree (nb_lane_sum) over NVFP4's lanes, which hold groups 0,1,4,5,2,3,6,7: group
@@ -371,7 +413,7 @@ static inline __m256 nv_pair_scales(const nb_block_nvfp4 *x, const nb_block_nvfp
 }
 
 /* The tile of NVFP4 against NB_ACT_Q8_0X_NV activations: tile_u's 8 lanes per row and token (c <=
- * 28, nc >> 3 = -16 * sum4(a)) in the nibbles' order, two rows per register pair (fp4_codes2): lo
+ * 28, nc >> 3 = -16 * sum4(a)) in the nibbles' order, two rows per register pair (codes2): lo
  * = [x's groups 0,1,4,5 | z's], hi = [x's groups 2,3,6,7 | z's], whose scales are s0, s0, s1, s1
  * in every half, so one scale product per row pair and token serves both; those scales come from
  * the pair table (nv_pair_scales: 1.06-1.09x at 2 tokens over nb_nv_codes' decode, 1.03x at 3
@@ -406,7 +448,7 @@ static inline __attribute__((always_inline)) void tile_nv(int ub, int R, int T, 
         for (int j = 0; j < S; j++) sc[j] = nv_pair_scales(b[2 * j], b[2 * j + 1], k);
         __m256i lo[RMAX / 2], hi[RMAX / 2];
         #pragma GCC unroll 8
-        for (int j = 0; j < S; j++) fp4_codes2(b[2 * j]->qs + 16 * k, b[2 * j + 1]->qs + 16 * k, &lo[j], &hi[j]);
+        for (int j = 0; j < S; j++) codes2(1, b[2 * j]->qs + 16 * k, b[2 * j + 1]->qs + 16 * k, &lo[j], &hi[j]);
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
@@ -462,7 +504,7 @@ static inline __attribute__((always_inline)) void tile_nv1(int R, int64_t nu, co
             for (int j = 0; j < R / 2; j++) {
                 const __m256 sd = _mm256_mul_ps(nv_pair_scales(b[2 * j], b[2 * j + 1], k), ad);
                 __m256i lo, hi;
-                fp4_codes2(b[2 * j]->qs + 16 * k, b[2 * j + 1]->qs + 16 * k, &lo, &hi);
+                codes2(1, b[2 * j]->qs + 16 * k, b[2 * j + 1]->qs + 16 * k, &lo, &hi);
                 const __m256i one = _mm256_set1_epi16(1);
                 const __m256i pl = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, alo), one), nlo);
                 const __m256i ph = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(hi, ahi), one), nhi);
@@ -789,7 +831,7 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
 #define TILE_MX(ty, R, T)                                                                                \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
                                        size_t as, float *y, size_t ldy) {                                 \
-        tile_mx(ty##_unit_bytes, R, T, nu, w, ws, rs, a, as, y, ldy);                                     \
+        tile_mx(ONE_##ty, R, T, nu, w, ws, rs, a, as, y, ldy);                                            \
     }
 #define TILE_NV(ty, R, T)                                                                                \
     static void tile_##ty##_##R##x##T(int64_t nu, const uint8_t *w, size_t ws, size_t rs, const uint8_t *a, \
@@ -826,6 +868,7 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
  * tile_nvfp4_8x1), the others' plain. */
 #define GEMV_LOOP(ty) GEMV_LOOP_##ty
 #define GEMV_LOOP_mxfp4(...) nb_avx2_gemv8_loop(tile_mxfp4_8x1, __VA_ARGS__)
+#define GEMV_LOOP_q4_0x8(...) nb_avx2_gemv8_loop(tile_q4_0x8_8x1, __VA_ARGS__)
 #define GEMV_LOOP_q4_0 nb_avx2_tile_loop
 #define GEMV_LOOP_q5_0 nb_avx2_tile_loop
 #define GEMV_LOOP_q8_0 nb_avx2_tile_loop

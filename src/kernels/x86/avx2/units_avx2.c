@@ -18,6 +18,9 @@ KERNEL_PANEL(mxfp4, avx2, TILE_MX, panels_mxfp4, INT64_MAX)
 LANE_PANELS(nvfp4, nv, q8_0x, NB_PANEL_TREE)
 KERNEL_PANEL(nvfp4, avx2, TILE_NV, panels_nvfp4, PU)
 ONE_PANELS(q4_0, static void panels_q4_0b, dec_q4_0u, q4_0b, q8_0x)
+/* Q4_0 matrices of a multiple of 8 rows (kernels.h, NB_KERNEL_Q4_0_X8): MXFP4's tiles over Q4_0's
+ * units, and from PANEL_MIN_TOKENS the block order's panels, whose order it is */
+KERNEL_PANEL(q4_0x8, avx2, TILE_MX, panels_q4_0b, INT64_MAX)
 ONE_PANELS(q5_0, static void panels_q5_0b, dec_q5_0u, q5_0b, q8_0x)
 ONE_PANELS(q8_0, static void panels_q8_0b, dec_q8_0, q8_0b, q8_0)
 /* NVFP4's block order takes one fma per 16-element sub-block: the panels only, from NB_BLOCK_MIN tokens */
