@@ -202,8 +202,9 @@ NB_API nb_status nb_pool_for(nb_pool *pool, int64_t n, int64_t grain, nb_pool_fn
  * Q4_K/Q5_K/Q6_K) and the dot products run in integers, summed in llama.cpp's order (its bits);
  * F32/F16/BF16 weights always meet f32 activations. NB_ROUTE_BLOCK: the same, except that a
  * product of 16 or more tokens of Q4_0, Q5_0, Q8_0 or NVFP4 weights takes each block's (NVFP4:
- * sub-block's) exact integer sum and rounds once per block, where llama.cpp rounds 8 partial sums,
- * and one of Q4_K weights rounds once per 256-element block (as its one-token order does), where
+ * sub-block's) exact integer sum and rounds once per block, where llama.cpp rounds 8 partial sums
+ * (a Q4_0 matrix with a multiple of 8 rows takes that order on both routes: llama.cpp's own for
+ * such a matrix, which it copies into 8-row blocks), and one of Q4_K weights rounds once per 256-element block (as its one-token order does), where
  * llama.cpp's batches round per 64 elements (faster prefill, a little closer to the exact
  * product, not llama.cpp's bits). NB_ROUTE_F32:
  * weights are decoded in registers and activations stay f32 (slower, no activation rounding; for

@@ -237,7 +237,7 @@ static inline __attribute__((always_inline)) void tile_s(dec_fn dec, int ub, int
  * copy of its matrices (kernels.h, NB_KERNEL_Q4_0_X8). Both keep 16 bytes of nibbles per unit,
  * element j in byte j's low nibble and element j + 16 in its high one. */
 enum { ONE_mxfp4, ONE_q4_0x8 };
-static const int one_unit_bytes[2] = {sizeof(nb_block_mxfp4), sizeof(nb_block_q4_0)};
+static const int one_unit_bytes[2] = {mxfp4_unit_bytes, q4_0_unit_bytes};
 
 /* Unit u of a row of type ty: its 16 bytes of codes, and its scale in *s (the halved E8M0 or d). */
 static inline const uint8_t *one_unit(int ty, const uint8_t *row, int64_t u, float *s) {
@@ -322,12 +322,12 @@ static inline __m256 mx_scales8(uint64_t e) {
 /* The GEMV tile of MXFP4 or Q4_0 (ty): 8 rows rs rows apart (pair j: rows 2j and 2j + 1) against
  * one token, one accumulator for all 8. Each pair's 4-lane sums (codes2, the nibble split's
  * lanes) stay uncorrected up to the first round of pair sums (8 products of codes c <= 28 and
- * |a| <= 127: within 28448, as vpackssdw needs), which then take the correction of their 16
- * activations at once (from nc; after it a sum of 16 products of |w| <= 12, within 24384); a
- * second round of packs and pair sums leaves pair j's rows in lanes j and j + 4. So the scales of
- * the 8 rows are one conversion of their codes (mx_scales8, or Q4_0's fp16 d), and one product,
- * conversion and fma serve 8 chains, where the 4-row tile gave half of each register to a copy
- * of the same token. */
+ * |a| <= 127: within 28448, as vpackssdw needs; Q4_0's c <= 15), which then take the correction
+ * of their 16 activations at once (from nc; after it a sum of 16 products of |w| <= 12, within
+ * 24384; Q4_0's |w| <= 8); a second round of packs and pair sums leaves pair j's rows in lanes
+ * j and j + 4. So the scales of the 8 rows are one conversion of their codes (mx_scales8, or
+ * Q4_0's fp16 d), and one product, conversion and fma serve 8 chains, where the 4-row tile gave
+ * half of each register to a copy of the same token. */
 static inline __attribute__((always_inline)) void tile_one8(int ty, int64_t nu, const uint8_t *w, size_t ws, size_t rs,
                                                             const uint8_t *a, float *y) {
     const __m256i one = _mm256_set1_epi16(1);
