@@ -902,9 +902,9 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
         nb_panel_gemm(panel2_decode_##ty##b, panel_tokens_##tok, &p, PU, sizeof(nb_block_##ab),               \
                       NB_PANEL_ONE16, n / 32, w, ws, a, as, nr, nt, y, ldy);                                  \
     }
-/* The kernel of a panel type ty: tiles TILE, and from PANEL_MIN_TOKENS its GEMM `panels` on rows
- * of at most max_nu units. */
-#define KERNEL_PANEL(ty, isa, TILE, panels, max_nu)                                                           \
+/* The kernel of a panel type ty without its small batches: tiles TILE, and from PANEL_MIN_TOKENS
+ * its GEMM `panels` on rows of at most max_nu units. */
+#define KERNEL_TILES_PANEL(ty, isa, TILE, panels, max_nu)                                                     \
     TILE_TABLE(TILE, ty)                                                                                      \
     void nb_mm_##ty##_q8_0_##isa(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,   \
                                 int64_t nt, float *y, size_t ldy) {                                          \
@@ -912,8 +912,9 @@ PANEL_TOKENS_ONE(nvfp4b, 3, 1)
             panels(n, w, ws, a, as, nr, nt, y, ldy);                                                          \
         else                                                                                                  \
             GEMV_LOOP(ty)(tiles_##ty, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);                            \
-    }                                                                                                         \
-    KERNEL_SMALL(ty, isa)
+    }
+/* The same with its small batches through the tiles. */
+#define KERNEL_PANEL(ty, isa, TILE, panels, max_nu) KERNEL_TILES_PANEL(ty, isa, TILE, panels, max_nu) KERNEL_SMALL(ty, isa)
 /* The kernel of an 8-lane type ty, activations Q8_0 (act q8_0: nb_block_q8_0, panel_tokens_q8_0)
  * or NB_ACT_Q8_0X (q8_0x). */
 #define KERNEL(ty, isa, TILE, act)                                                                            \

@@ -18,14 +18,23 @@ KERNEL_PANEL(mxfp4, avx2, TILE_MX, panels_mxfp4, INT64_MAX)
 LANE_PANELS(nvfp4, nv, q8_0x, NB_PANEL_TREE)
 KERNEL_PANEL(nvfp4, avx2, TILE_NV, panels_nvfp4, PU)
 ONE_PANELS(q4_0, static void panels_q4_0b, dec_q4_0u, q4_0b, q8_0x)
-/* Q4_0 matrices of a multiple of 8 rows (kernels.h, NB_KERNEL_Q4_0_X8): MXFP4's tiles over Q4_0's
- * units, and from PANEL_MIN_TOKENS the block order's panels, whose order it is */
-KERNEL_PANEL(q4_0x8, avx2, TILE_MX, panels_q4_0b, INT64_MAX)
 ONE_PANELS(q5_0, static void panels_q5_0b, dec_q5_0u, q5_0b, q8_0x)
 ONE_PANELS(q8_0, static void panels_q8_0b, dec_q8_0, q8_0b, q8_0)
 /* NVFP4's block order takes one fma per 16-element sub-block: the panels only, from NB_BLOCK_MIN tokens */
 ONE_PANELS(nvfp4, void nb_mm_nvfp4_block_avx2, dec_nvfp4, nvfp4b, q8_0x)
 TL_KERNEL(q4_0, avx2, TL_U, dec_q4_0u, 1, q4_0_nsh, panels_q4_0b)
+/* Q4_0 matrices of a multiple of 8 rows (kernels.h, NB_KERNEL_Q4_0_X8) take the block order, which
+ * NB_ACT_Q8_0X_MX also serves: MXFP4's tiles over Q4_0's units up to 7 tokens, then the block
+ * order's token lanes (8 tokens 1.6-1.7x the tiles, 15 1.3-1.7x: docs/BENCHMARKS.md, stop 55) and
+ * panels (nb_mm_q4_0_block_avx2). */
+KERNEL_TILES_PANEL(q4_0x8, avx2, TILE_MX, panels_q4_0b, INT64_MAX)
+void nb_mm_q4_0x8_small_avx2(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                             float *y, size_t ldy) {
+    if (nt >= NB_BLOCK_MIN_SMALL)
+        nb_mm_q4_0_block_avx2(n, w, ws, a, as, nr, nt, y, ldy);
+    else
+        nb_avx2_tile_loop_small(tiles_q4_0x8, TMAX, n / 32, w, ws, a, as, nr, nt, y, ldy);
+}
 TL_KERNEL(q5_0, avx2, TL_U, dec_q5_0u, 1, q5_0_nsh, panels_q5_0b)
 TL_KERNEL(q8_0, avx2, TL_W, dec_q8_0, 0, 0, panels_q8_0b)
 KERNEL_MIN(q4_1, avx2)
