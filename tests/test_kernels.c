@@ -248,6 +248,38 @@ TEST(q4_0_rows_of_8_take_the_block_order) {
         }
 }
 
+/* Q5_K's largest products: every code 31 under scale 63 against activations of 127, the sums the
+ * panels and tiles keep as words at their bound (4 groups: 4*2*31*127), every set against the
+ * reference at 1 to 40 tokens (GEMV, tiles, the batch order's tiles and panels). */
+TEST(q5_k_products_at_their_bound) {
+    const int64_t n = 512, rows = 24;
+    size_t rb;
+    CHECK(nb_row_bytes(NB_TYPE_Q5_K, n, &rb) == NB_OK, "row bytes");
+    uint8_t *w = malloc(rb * rows);
+    memset(w, 0xFF, rb * rows);
+    for (int64_t b = 0; b < rows * n / 256; b++) {
+        nb_block_q5_k *blk = (nb_block_q5_k *)w + b;
+        blk->d = 0x3C00, blk->dmin = 0x2C00; /* 1.0 and 0.0625 */
+    }
+    static const int64_t toks[] = {1, 9, 16, 40};
+    for (int k = 0; k < 4; k++) {
+        const int64_t nt = toks[k];
+        float *x = malloc(sizeof(float) * (size_t)(n * nt)), *y = malloc(sizeof(float) * (size_t)(rows * nt)),
+              *yr = malloc(sizeof(float) * (size_t)(rows * nt));
+        for (int64_t i = 0; i < n * nt; i++) x[i] = 1.0f + (float)(i % 3) * 1e-3f;
+        CHECK(nb_matmul_isa(NB_ISA_REF, NULL, NB_TYPE_Q5_K, w, 0, rows, n, x, nt, yr, NB_ROUTE_QUANT) == NB_OK, "ref");
+        for (int isa = NB_ISA_AVX2; isa <= (int)nb_isa_best(); isa++) {
+            fill_nan(y, rows * nt);
+            CHECK(nb_matmul_isa((nb_isa)isa, NULL, NB_TYPE_Q5_K, w, 0, rows, n, x, nt, y, NB_ROUTE_QUANT) == NB_OK, "%s",
+                  nb_isa_name((nb_isa)isa));
+            CHECK(!memcmp(y, yr, sizeof(float) * (size_t)(rows * nt)), "%s q5_K at its bound, %lld tokens: %.9g, ref %.9g",
+                  nb_isa_name((nb_isa)isa), (long long)nt, y[0], yr[0]);
+        }
+        free(x), free(y), free(yr);
+    }
+    free(w);
+}
+
 TEST(avx512_matches_reference) {
     if (nb_isa_best() < NB_ISA_AVX512 || !nb_cpu()->avx512vnni) SKIP("no AVX-512");
     all_shapes_isa(NB_ISA_AVX512);
@@ -890,6 +922,7 @@ int main(void) {
     RUN(avx512_matches_reference);
     RUN(block_route_matches_reference);
     RUN(q4_0_rows_of_8_take_the_block_order);
+    RUN(q5_k_products_at_their_bound);
     RUN(avx2_small_batches_match_reference);
     RUN(avx512_small_batches_match_reference);
     RUN(small_batches_thread_count_invariance);

@@ -33,7 +33,9 @@
  *    sum uses.
  *  - In a batch (nb_kernel.mm_batch): Q4_K keeps one lane but takes one fma per 64 elements, for
  *    the sums and for the minimum (msum over the two 32-element groups); Q6_K one lane per
- *    block, the weight's scale first: acc = fma(d * (float)isum, da, acc).
+ *    block, the weight's scale first: acc = fma(d * (float)isum, da, acc); Q5_K (from 8 tokens)
+ *    one lane per block, the weight's d and dmin first and no separate minimum's chain:
+ *    acc = fma(fma(-dmin, (float)msum, d * (float)isum), da, acc).
  *  - NB_ROUTE_BLOCK (not llama.cpp's bits; nb_kernel.mm_block, for products of block_min or more
  *    tokens): Q4_0, Q5_0, Q8_0 take MXFP4's order above, one lane and the unit's exact integer
  *    sum, acc = fma(dw*da, (float)p, acc); NVFP4 one lane with one fma per 16-element sub-block,
@@ -53,9 +55,12 @@
  *  every such matrix whose row count is a multiple of 8 ("repack": ggml_gemv/gemm_mxfp4_8x8_q8_0,
  *  one fma per block in both; the tied output head is repacked too, being loaded as the output
  *  layer's own copy), and for Q4_0 matrices of a multiple of 8 rows the same template's
- *  q4_0_8x8_q8_0, for Q6_K batches its tiled kernel; so nibble's products match it bit for
- *  bit. Not followed: an MXFP4 matrix with rows not a multiple of 8, which llama.cpp leaves to
- *  ggml_vec_dot_mxfp4_q8_0 (8 lanes, even and odd blocks in two accumulators).
+ *  q4_0_8x8_q8_0, for Q5_K and Q6_K batches of 8 tokens or more its tiled K-quant kernel
+ *  (ggml-cpu/tiled: per block d * isum, then the minimum's fnmadd, then an fma with the token's
+ *  d); so nibble's products match it bit for bit. Not followed: an MXFP4 matrix with rows not a
+ *  multiple of 8, which llama.cpp leaves to ggml_vec_dot_mxfp4_q8_0 (8 lanes, even and odd
+ *  blocks in two accumulators); a Q4_K matrix with rows not a multiple of 8, which it leaves to
+ *  vec_dot's 8 lanes for one token and to the tiled kernel from 8.
  *  Integer sums are exact in any order, fma is correctly rounded, so any ISA that follows these
  *  steps reproduces the reference exactly. Float routes (f32 activations) only promise a
  *  tolerance (docs/KERNELS.md).
@@ -294,6 +299,7 @@ float nb_vec_dot_q4_k_q8_k_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_q4_k_q8_k_batch_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_q5_k_q8_k_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_q6_k_q8_k_ref(int64_t n, const void *w, const void *a);
+float nb_vec_dot_q5_k_q8_k_batch_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_q6_k_q8_k_batch_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_f32_f32_ref(int64_t n, const void *w, const void *a);
 float nb_vec_dot_f16_f32_ref(int64_t n, const void *w, const void *a);

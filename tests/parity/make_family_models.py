@@ -29,16 +29,17 @@ Families (file stem) and what sets each apart:
 
 Shapes: `small` (tests; n_embd 256, 4-6 layers, full real vocabulary, seconds to run) and
 `realistic` (benchmarks; the published HF config of the model named beside each in SHAPES).
-Variants per file: f16 (F32 norms + F16 matrices, the source), q4_k_m and q4_0 (llama.cpp's own
-quantizer, llama_model_quantize with LLAMA_FTYPE_MOSTLY_Q4_K_M or _Q4_0), mxfp4 and nvfp4 (`build/nibble
-quantize IN OUT mxfp4|nvfp4`, every weight). Unless --no-bad, three broken copies of the small q4_k_m file
+Variants per file: f16 (F32 norms + F16 matrices, the source), q4_k_m, q5_k_m and q4_0 (llama.cpp's
+own quantizer, llama_model_quantize with LLAMA_FTYPE_MOSTLY_Q4_K_M, _Q5_K_M or _Q4_0), mxfp4 and nvfp4
+(`build/nibble quantize IN OUT mxfp4|nvfp4`, every weight). Unless --no-bad, three broken copies of the small q4_k_m file
 per family, for the refusal checks: bad-heads (head_count 4097), bad-missing (a required tensor
 dropped), bad-shape (a tensor 32 rows short, or half of a vector of <= 64 elements); BAD says which.
 
 Output: build/families/ (ignored), names FAMILY-SHAPE-VARIANT.gguf. Idempotent: manifest.json
 there records a hash of everything a file depends on; a file whose hash matches is skipped.
   usage: build/venv/bin/python tests/parity/make_family_models.py [--shape small|realistic|all]
-         [--family gemma3,qwen3,...] [--variants f16,q4_k_m,q4_0,mxfp4,nvfp4] [--no-bad] [--force] [--out DIR]
+         [--family gemma3,qwen3,...] [--variants f16,q4_k_m,q5_k_m,q4_0,mxfp4,nvfp4] [--no-bad] [--force]
+         [--out DIR]
 """
 import argparse
 import ctypes
@@ -60,8 +61,9 @@ OUT = os.path.join(ROOT, "build", "families")
 VERSION = 2          # bump when the weights or the layout below change
 SEED = 20261201
 OUT_NORM = 3.0       # output_norm's scale = the logits' standard deviation
-VARIANTS = ("f16", "q4_k_m", "q4_0", "mxfp4", "nvfp4")
-LLAMA_FTYPES = {"q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}  # llama.cpp's recipes
+VARIANTS = ("f16", "q4_k_m", "q5_k_m", "q4_0", "mxfp4", "nvfp4")
+LLAMA_FTYPES = {"q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q5_k_m": "LLAMA_FTYPE_MOSTLY_Q5_K_M",
+                "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0"}  # llama.cpp's recipes
 
 # Real hyperparameters of the named models (their HF config.json), and small test shapes of the
 # same family. swa: sliding window (the small files use 64 so that 256 positions slide);

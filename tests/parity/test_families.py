@@ -8,9 +8,10 @@ as test_runtime.py feeds Gemma 3) and through nibble (ctypes, nbctypes.py): thre
 vocabulary, up to 128 positions each, so nibble's tokenizer plays no part. phi3's Q4_K_M file runs
 twice: n_ctx 1024 (llama.cpp picks rope_factors_short: n_ctx <= original_context_length 4096) and
 n_ctx 8192 (rope_factors_long); qwen3 also runs its `yarn` copy (rope.scaling.type yarn, factor 4),
-and gemma3 its all-MXFP4 and all-NVFP4 files (every weight quantized by nibble) and its Q4_0 file
+and gemma3 its all-MXFP4 and all-NVFP4 files (every weight quantized by nibble), its Q4_0 file
 (llama.cpp's Q4_0 recipe: Q4_0 matrices of a multiple of 8 rows, which llama.cpp multiplies in its
-8-row copy's order).
+8-row copy's order) and its Q5_K_M file (Q5_K, whose batches of 8 tokens or more llama.cpp takes
+through its tiled K-quant kernel).
 
 Per run it prints: positions with bit-identical logits, mean / max KL(llama.cpp || nibble), top-1
 agreement, and whether a greedy continuation of 32 tokens (the prompt as one batch, then one token
@@ -31,11 +32,12 @@ supported") until nibble runs it. llama.cpp's logits, every family: std ~3, top-
 0.028-0.094, p50 0.42-1.47 logits, 266-333 distinct top tokens in 384 positions. About 4 minutes
 on the shared 2-core machine (load 5-7), most of it llama.cpp and the KL over 262144-token rows;
 gemma3's two FP4 files add about one.
-  usage: build/venv/bin/python tests/parity/test_families.py [FAMILY ...] [--variants=q4_k_m,f16,q4_0,mxfp4,nvfp4]
+  usage: build/venv/bin/python tests/parity/test_families.py [FAMILY ...] [--variants=q4_k_m,f16,q5_k_m,q4_0,mxfp4,nvfp4]
 (default q4_k_m,f16; the other families' all-FP4 files on request: measured 2026-12-01, every family's
 mxfp4 and nvfp4 file 384 of 384 positions bit-identical, greedy identical, about 7 minutes for the
 14 runs; gemma3's alone are in make test's run. 2026-12-07: every family's q4_0 file 384 of 384,
-greedy identical; before nibble took llama.cpp's 8-row order for Q4_0, gemma3's read 6 of 384.)
+greedy identical; before nibble took llama.cpp's 8-row order for Q4_0, gemma3's read 6 of 384. And
+every family's q5_k_m file 384 of 384; before Q5_K's batch order, gemma3's and qwen3's read 6.)
 """
 import ctypes
 import os
@@ -56,7 +58,7 @@ RUNS = [("q4_k_m", 1024), ("f16", 1024)]  # (variant, n_ctx)
 # phi3 at an n_ctx above original_context_length: the long factors; qwen3 with YaRN scaling; gemma3
 # with every weight MXFP4 or NVFP4 (the FP4 kernels' orders, llama.cpp's repacked MXFP4 GEMV/GEMM)
 EXTRA = {"phi3": [("q4_k_m", 8192)], "qwen3": [("yarn", 1024)],
-         "gemma3": [("mxfp4", 1024), ("nvfp4", 1024), ("q4_0", 1024)]}
+         "gemma3": [("mxfp4", 1024), ("nvfp4", 1024), ("q4_0", 1024), ("q5_k_m", 1024)]}
 
 T = Tally(verbose=True)
 

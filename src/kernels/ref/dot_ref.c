@@ -168,9 +168,10 @@ static void kq_scales(const uint8_t *packed, uint8_t sc[8], uint8_t m[8]) {
     for (int j = 0; j < 8; j++) nb_k_scale_min(j, packed, &sc[j], &m[j]);
 }
 
-/* Q4_K and Q5_K, in one of three orders (kernels.h): 8 lanes (Q5_K), one lane per block (Q4_K),
- * or one lane per 64 elements (Q4_K in a batch). */
-enum { K_Q5, K_Q4, K_Q4_BATCH };
+/* Q4_K and Q5_K, in one of four orders (kernels.h): 8 lanes (Q5_K), one lane per block (Q4_K),
+ * one lane per 64 elements (Q4_K in a batch), or one lane per block whose sums take the weight's
+ * d and dmin before the activation's d (Q5_K in a batch). */
+enum { K_Q5, K_Q4, K_Q4_BATCH, K_Q5_BATCH };
 
 static float dot_k_affine(int64_t n, const void *w, const void *a, int kind) {
     const nb_block_q8_k *ab = a;
@@ -179,7 +180,7 @@ static float dot_k_affine(int64_t n, const void *w, const void *a, int kind) {
         uint8_t q[NB_QK_K], sc[8], m[8];
         const uint8_t *qs, *scales;
         float d, dmin;
-        if (kind == K_Q5) {
+        if (kind == K_Q5 || kind == K_Q5_BATCH) {
             const nb_block_q5_k *b = (const nb_block_q5_k *)w + i;
             qs = b->qs, scales = b->scales;
             d = nb_fp16_to_fp32(b->d), dmin = nb_fp16_to_fp32(b->dmin);
@@ -213,6 +214,10 @@ static float dot_k_affine(int64_t n, const void *w, const void *a, int kind) {
         int isum[8] = {0}, msum = 0;
         for (int e = 0; e < NB_QK_K; e++) isum[kind == K_Q5 ? (e % 32) / 4 : 0] += sc[e / 32] * q[e] * ab[i].qs[e];
         for (int j = 0; j < 8; j++) msum += m[j] * (ab[i].bsums[2 * j] + ab[i].bsums[2 * j + 1]);
+        if (kind == K_Q5_BATCH) {
+            acc[0] = fmaf(fmaf(-dmin, (float)msum, d * (float)isum[0]), da, acc[0]);
+            continue;
+        }
         for (int k = 0; k < 8; k++) acc[k] = fmaf(d * da, (float)isum[k], acc[k]);
         macc = fmaf(dmin * da, (float)msum, macc);
     }
@@ -222,6 +227,7 @@ static float dot_k_affine(int64_t n, const void *w, const void *a, int kind) {
 float nb_vec_dot_q4_k_q8_k_ref(int64_t n, const void *w, const void *a) { return dot_k_affine(n, w, a, K_Q4); }
 float nb_vec_dot_q4_k_q8_k_batch_ref(int64_t n, const void *w, const void *a) { return dot_k_affine(n, w, a, K_Q4_BATCH); }
 float nb_vec_dot_q5_k_q8_k_ref(int64_t n, const void *w, const void *a) { return dot_k_affine(n, w, a, K_Q5); }
+float nb_vec_dot_q5_k_q8_k_batch_ref(int64_t n, const void *w, const void *a) { return dot_k_affine(n, w, a, K_Q5_BATCH); }
 
 /* Q6_K in its two orders (kernels.h): 8 lanes, or (batch) one lane per block scaled by the
  * weight's d before the activation's. */
@@ -345,6 +351,7 @@ REF_MM(mm_q4_k, nb_vec_dot_q4_k_q8_k_ref)
 REF_MM(mm_q5_k, nb_vec_dot_q5_k_q8_k_ref)
 REF_MM(mm_q6_k, nb_vec_dot_q6_k_q8_k_ref)
 REF_MM(mm_q4_k_batch, nb_vec_dot_q4_k_q8_k_batch_ref)
+REF_MM(mm_q5_k_batch, nb_vec_dot_q5_k_q8_k_batch_ref)
 REF_MM(mm_q6_k_batch, nb_vec_dot_q6_k_q8_k_batch_ref)
 REF_MM(mm_f32, nb_vec_dot_f32_f32_ref)
 REF_MM(mm_f16, nb_vec_dot_f16_f32_ref)
@@ -372,7 +379,6 @@ REF_MM_F32(mmf_q6_k, NB_TYPE_Q6_K)
     [NB_TYPE_##t] = {NB_TYPE_Q8_0, mmq, mmf, "ref " s " x q8_0", "ref " s " x f32", 1, .mm_block = mmb, \
                      .block_min = bmin, .block_act = NB_TYPE_Q8_0, .name_block = "ref " s " x q8_0 (block)"}
 #define Q81(t, s, mmq, mmf) [NB_TYPE_##t] = {NB_TYPE_Q8_1, mmq, mmf, "ref " s " x q8_1", "ref " s " x f32", 1}
-#define QK(t, s, mmq, mmf) [NB_TYPE_##t] = {NB_TYPE_Q8_K, mmq, mmf, "ref " s " x q8_K", "ref " s " x f32", 1}
 #define FL(t, s, mm) [NB_TYPE_##t] = {NB_TYPE_F32, mm, mm, "ref " s " x f32", "ref " s " x f32", 1}
 
 const nb_kernel nb_kernels_ref[NB_KERNEL_TYPES] = {
@@ -389,7 +395,7 @@ const nb_kernel nb_kernels_ref[NB_KERNEL_TYPES] = {
     [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, mm_q4_k, mmf_q4_k, "ref q4_K x q8_K", "ref q4_K x f32", 1, NULL, mm_q4_k_batch, 4, 4,
                       .mm_block = mm_q4_k, .block_min = NB_BLOCK_MIN, .block_act = NB_TYPE_Q8_K,
                       .name_block = "ref q4_K x q8_K (block)"},
-    QK(Q5_K, "q5_K", mm_q5_k, mmf_q5_k),
+    [NB_TYPE_Q5_K] = {NB_TYPE_Q8_K, mm_q5_k, mmf_q5_k, "ref q5_K x q8_K", "ref q5_K x f32", 1, NULL, mm_q5_k_batch, 8, 1},
     [NB_TYPE_Q6_K] = {NB_TYPE_Q8_K, mm_q6_k, mmf_q6_k, "ref q6_K x q8_K", "ref q6_K x f32", 1, NULL, mm_q6_k_batch, 8, 1},
     FL(F32, "f32", mm_f32),
     [NB_TYPE_F16] = {NB_TYPE_F32, mm_f16, mm_f16, "ref f16 x f32", "ref f16 x f32", 1, mm_f16_vec},

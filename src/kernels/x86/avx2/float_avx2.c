@@ -86,7 +86,6 @@ BLOCKS_F32(q6_k, Q6_K)
 #define Q81(t, s)                                                                                                 \
     [NB_TYPE_##t] = {NB_TYPE_Q8_1, nb_mm_##s##_q8_1_avx2, mmf_##s, "avx2 " #s " x q8_1", "avx2 " #s " x f32", 4,      \
                      .mm_small = nb_mm_##s##_small_avx2, .small_max = SMALL_MAX}
-#define QK(t, s, n, f, r) [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx2, f, "avx2 " n " x q8_K", "avx2 " n " x f32", r}
 /* K-quants with a batch order: mm_small up to 16 tokens, whose two groups of 8 in the token-lane
  * tiles (small_kt) read 1.0-1.5x the panels' speed (docs/BENCHMARKS.md, stop 40) */
 #define QKB(t, s, n, f, r, bmin, bgroup)                                                                         \
@@ -110,7 +109,9 @@ const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES] = {
     [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, nb_mm_q4_k_q8_k_avx2, mmf_q4_k, "avx2 q4_K x q8_K", "avx2 q4_K x f32", 8, NULL,
                       nb_mm_q4_k_batch_q8_k_avx2, 4, 4, nb_mm_q4_k_small_avx2, 16, 1, nb_mm_q4_k_block_avx2, NB_BLOCK_MIN,
                       NB_TYPE_Q8_K, "avx2 q4_K x q8_K (block)", nb_mm_q4_k_solo_avx2},
-    QK(Q5_K, q5_k, "q5_K", mmf_q5_k, 4),
+    /* Q5_K as QKB without small batches or panels: its tiles in both orders */
+    [NB_TYPE_Q5_K] = {NB_TYPE_Q8_K, nb_mm_q5_k_q8_k_avx2, mmf_q5_k, "avx2 q5_K x q8_K", "avx2 q5_K x f32", 4, NULL,
+                      nb_mm_q5_k_batch_q8_k_avx2, 8, 1},
     QKB(Q6_K, q6_k, "q6_K", mmf_q6_k, 8, 8, 1),
     FL(F32, f32),
     [NB_TYPE_F16] = {NB_TYPE_F32, nb_mm_f16_f32_avx2, nb_mm_f16_f32_avx2, "avx2 f16 x f32", "avx2 f16 x f32", 4,

@@ -159,20 +159,32 @@ static inline void q4k_bpairs(const nb_block_q8_k *ab, int32_t bp[4]) {
  * run), then split into its two groups' nibbles; the scales and minimums of the 8 rows (16 bytes
  * a row) are transposed once as 4 dwords per row. Decoding a panel used to cost 2.6 ns per row and
  * 32 elements (in cache, 1 thread), 6 times the products of one token: every code went to memory
- * in row order, then through a transpose in memory. */
-static void q4k_decode(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
-    q4k_panel *p = pv;
+ * in row order, then through a transpose in memory. Q5_K (five; its blocks share Q4_K's d, dmin
+ * and scales, then hold qh before qs): each row's 32 bytes of fifth bits are transposed once a
+ * block, bit g of a byte going to bit 4 of group g's code (q5_high). */
+static inline __attribute__((always_inline)) void k_decode(int five, const uint8_t *w, size_t ws, int rows, int64_t i0,
+                                                           int nb, q4k_panel *p) {
     const __m256i m4 = _mm256_set1_epi8(15);
     for (int i = 0; i < nb; i++) {
         const nb_block_q4_k *b[NB_PANEL_R];
-        for (int r = 0; r < NB_PANEL_R; r++) b[r] = (const nb_block_q4_k *)(w + (size_t)(r < rows ? r : rows - 1) * ws) + i0 + i;
+        const uint8_t *qs[NB_PANEL_R];
+        __m256i h[NB_PANEL_R]; /* Q5_K: h[k] dword r, row r's fifth bits of elements 4k..4k+3 of each group */
+        for (int r = 0; r < NB_PANEL_R; r++) {
+            const uint8_t *row = w + (size_t)(r < rows ? r : rows - 1) * ws;
+            b[r] = five ? (const nb_block_q4_k *)((const nb_block_q5_k *)row + i0 + i) : (const nb_block_q4_k *)row + i0 + i;
+            qs[r] = five ? ((const nb_block_q5_k *)b[r])->qs : b[r]->qs;
+            if (five) h[r] = _mm256_loadu_si256((const __m256i *)((const nb_block_q5_k *)b[r])->qh);
+        }
+        if (five) nb_transpose8(h);
         for (int c = 0; c < 4; c++) {
             __m256i v[NB_PANEL_R];
-            for (int r = 0; r < NB_PANEL_R; r++) v[r] = _mm256_loadu_si256((const __m256i *)(b[r]->qs + 32 * c));
+            for (int r = 0; r < NB_PANEL_R; r++) v[r] = _mm256_loadu_si256((const __m256i *)(qs[r] + 32 * c));
             nb_transpose8(v); /* v[k] dword r: row r's bytes 4k..4k+3 of the run */
             for (int k = 0; k < 8; k++) {
-                _mm256_store_si256(&p->q[i][2 * c][k], _mm256_and_si256(v[k], m4));
-                _mm256_store_si256(&p->q[i][2 * c + 1][k], _mm256_and_si256(_mm256_srli_epi16(v[k], 4), m4));
+                __m256i lo = _mm256_and_si256(v[k], m4), hi = _mm256_and_si256(_mm256_srli_epi16(v[k], 4), m4);
+                if (five) lo = _mm256_or_si256(lo, q5_high(h[k], 2 * c)), hi = _mm256_or_si256(hi, q5_high(h[k], 2 * c + 1));
+                _mm256_store_si256(&p->q[i][2 * c][k], lo);
+                _mm256_store_si256(&p->q[i][2 * c + 1][k], hi);
             }
         }
         /* row r's [sc0-3 | sc4-7 | m0-3 | m4-7] as 4 dwords; rows r and r + 4 in the two halves of
@@ -204,6 +216,13 @@ static void q4k_decode(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb
     }
 }
 
+static void q4k_decode(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
+    k_decode(0, w, ws, rows, i0, nb, pv);
+}
+static inline void q5k_decode(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
+    k_decode(1, w, ws, rows, i0, nb, pv);
+}
+
 /* The AVX2 set's Q4_K tiles take two 8-row panels side by side (rows 0-7 and 8-15: the halves of
  * NB_PANEL_MINUS16), so that each broadcast of a token's 4 bytes serves 16 rows: per 4 elements,
  * 16 rows and 4 tokens 2 panel loads, 4 broadcasts, 8 vpmaddubsw and 8 word adds, where one
@@ -220,26 +239,31 @@ static void q4k_decode2(const uint8_t *w, size_t ws, int rows, int64_t i0, int n
 
 /* Group g (32 elements) of block i against T tokens: per 4 elements and token a broadcast, and
  * per half vpmaddubsw and a word add; each half's 8 pair sums add as words (|.| <= 8*2*15*127 <
- * 2^15) before one kp_scaled applies the group's scale into isum[t][half]. */
-static inline __attribute__((always_inline)) void q4k_group(int T, const q4k_panel2 *p, int i, int g,
-                                                            const nb_block_q8_k *const ab[], __m256i isum[][2]) {
-    __m256i p16[NB_PANEL_G][2];
-    #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) p16[t][0] = p16[t][1] = _mm256_setzero_si256();
-    #pragma GCC unroll 8
-    for (int k = 0; k < 8; k++) {
-        const __m256i q0 = _mm256_load_si256(&p->h[0].q[i][g][k]), q1 = _mm256_load_si256(&p->h[1].q[i][g][k]);
-        #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) {
-            p16[t][0] = kp_codes4(p16[t][0], q0, ab[t]->qs + 32 * g + 4 * k);
-            p16[t][1] = kp_codes4(p16[t][1], q1, ab[t]->qs + 32 * g + 4 * k);
-        }
-    }
+ * 2^15) before one kp_scaled applies the group's scale into isum[t][half]. Q5_K's codes (five,
+ * up to 31) take the scale every 4 (4*2*31*127 < 2^15). */
+static inline __attribute__((always_inline)) void k_group(int five, int T, const q4k_panel2 *p, int i, int g,
+                                                          const nb_block_q8_k *const ab[], __m256i isum[][2]) {
+    const int run = five ? 4 : 8;
     #pragma GCC unroll 2
-    for (int h = 0; h < 2; h++) {
-        const __m256i s = _mm256_load_si256(&p->h[h].s[i][g]);
+    for (int k0 = 0; k0 < 8; k0 += run) {
+        __m256i p16[NB_PANEL_G][2];
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) isum[t][h] = kp_scaled(isum[t][h], p16[t][h], s);
+        for (int t = 0; t < T; t++) p16[t][0] = p16[t][1] = _mm256_setzero_si256();
+        #pragma GCC unroll 8
+        for (int k = k0; k < k0 + run; k++) {
+            const __m256i q0 = _mm256_load_si256(&p->h[0].q[i][g][k]), q1 = _mm256_load_si256(&p->h[1].q[i][g][k]);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                p16[t][0] = kp_codes4(p16[t][0], q0, ab[t]->qs + 32 * g + 4 * k);
+                p16[t][1] = kp_codes4(p16[t][1], q1, ab[t]->qs + 32 * g + 4 * k);
+            }
+        }
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m256i s = _mm256_load_si256(&p->h[h].s[i][g]);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) isum[t][h] = kp_scaled(isum[t][h], p16[t][h], s);
+        }
     }
 }
 
@@ -264,8 +288,8 @@ static inline __attribute__((always_inline)) void q4k_tokens(int T, const void *
             __m256i isum[NB_PANEL_G][2];
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) isum[t][0] = isum[t][1] = _mm256_setzero_si256();
-            q4k_group(T, p, i, 2 * c, ab, isum);
-            q4k_group(T, p, i, 2 * c + 1, ab, isum);
+            k_group(0, T, p, i, 2 * c, ab, isum);
+            k_group(0, T, p, i, 2 * c + 1, ab, isum);
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++)
                 #pragma GCC unroll 2
@@ -324,7 +348,7 @@ static inline __attribute__((always_inline)) void q4k_tokens_block(int T, const 
             isum[t][0] = isum[t][1] = _mm256_setzero_si256();
         }
         #pragma GCC unroll 1
-        for (int g = 0; g < 8; g++) q4k_group(T, p, i, g, ab, isum);
+        for (int g = 0; g < 8; g++) k_group(0, T, p, i, g, ab, isum);
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             int32_t bp[4];
@@ -359,6 +383,62 @@ static inline void q4k_panel_gemm_block(int64_t n, const void *w, size_t ws, con
     q4k_panel2 p;
     nb_panel_gemm(q4k_decode2, q4k_tokens_block, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_MINUS16, n / NB_QK_K, w, ws,
                   a, as, nr, nt, y, ldy);
+}
+
+/* Q5_K's batch order (kernels.h, llama.cpp's tiled kernel): per block, row and token the whole
+ * scaled sum and the 8 minimums' sum, exact in dwords (as q4k_tokens_block), then one chain per
+ * row, acc = fma(fma(-dmin, msum, d * isum), da, acc): rows 0-7 in acc[t][0], 8-15 in acc[t][1]. */
+static inline __attribute__((always_inline)) void q5k_tokens(int T, const void *pv, int nb, const uint8_t *a, size_t as,
+                                                             __m256 acc[][8], int first) {
+    const q4k_panel2 *p = pv;
+    __m256 c[NB_PANEL_G][2];
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++)
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) c[t][h] = first ? _mm256_setzero_ps() : acc[t][h];
+    for (int i = 0; i < nb; i++) {
+        const nb_block_q8_k *ab[NB_PANEL_G];
+        __m256i isum[NB_PANEL_G][2];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
+            isum[t][0] = isum[t][1] = _mm256_setzero_si256();
+        }
+        #pragma GCC unroll 1
+        for (int g = 0; g < 8; g++) k_group(1, T, p, i, g, ab, isum);
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            int32_t bp[4];
+            q4k_bpairs(ab[t], bp);
+            const __m256 da = _mm256_set1_ps(ab[t]->d);
+            #pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m256i ms = _mm256_madd_epi16(p->h[h].m[i][0], _mm256_set1_epi32(bp[0]));
+                #pragma GCC unroll 3
+                for (int k = 1; k < 4; k++) ms = _mm256_add_epi32(ms, _mm256_madd_epi16(p->h[h].m[i][k], _mm256_set1_epi32(bp[k])));
+                const __m256 res = _mm256_fnmadd_ps(p->h[h].dmin[i], _mm256_cvtepi32_ps(ms),
+                                                    _mm256_mul_ps(p->h[h].d[i], _mm256_cvtepi32_ps(isum[t][h])));
+                c[t][h] = _mm256_fmadd_ps(res, da, c[t][h]);
+            }
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++)
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) acc[t][h] = c[t][h];
+}
+
+static inline void q5k_decode2(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
+    q4k_panel2 *p = pv;
+    nb_panel_decode_halves(q5k_decode, w, ws, rows, i0, nb, &p->h[0], &p->h[1]);
+}
+
+/* Q5_K's batch order's GEMM, 16 rows at a time. */
+static inline void q5k_panel_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,
+                                  int64_t nt, float *y, size_t ldy) {
+    q4k_panel2 p;
+    nb_panel_gemm(q5k_decode2, q5k_tokens, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_ONE16, n / NB_QK_K, w, ws, a, as,
+                  nr, nt, y, ldy);
 }
 
 #endif

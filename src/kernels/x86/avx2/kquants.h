@@ -20,7 +20,7 @@
  * of the tile's rows come out of one vphaddd tree each, row r in lane r, so that one conversion
  * and one fma per block advance every row's chain.
  * Q5_K: Q4_K with a fifth bit per code from qh, or'ed in at bit 4 (codes 0..31), but 8 lanes:
- * lane k the scaled sum of elements 4k..4k+3 of each 32-element group.
+ * lane k the scaled sum of elements 4k..4k+3 of each 32-element group; in a batch one lane.
  * Q6_K: codes 0..63 (six bits, unsigned) meet the activations directly (pair sums <= 2*63*127);
  * the offset's -32*sc*a comes from the bsums: lane k takes -32 * (sc_2k*bsum_2k +
  * sc_2k+1*bsum_2k+1), the 32 elements 32k..32k+31 (kernels.h), one vpmaddwd and a shift per
@@ -62,8 +62,8 @@ static inline __m256i q5_high(__m256i qh, int g) {
 #include "kernels/x86/avx2/kpanel.h" /* after k_scales_mins, which its Q4_K decoder reads */
 
 /* Q4_K, and Q5_K (five): the same but for a fifth bit per code from qh (codes 0..31: vpmaddubsw's
- * pair sums stay within 2*31*127). batch: Q4_K's order in a batch, one fma per 64 elements
- * (kernels.h). */
+ * pair sums stay within 2*31*127). batch: the type's order in a batch (kernels.h): Q4_K's one fma
+ * per 64 elements, Q5_K's one lane per block, the weight's d and dmin first. */
 static inline __attribute__((always_inline)) void tile_q45_k(int five, int batch, int R, int T, int64_t nb,
                                                              const uint8_t *w, size_t ws, size_t rs, const uint8_t *a,
                                                              size_t as, float *y, size_t ldy) {
@@ -129,7 +129,7 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int batch
                 for (int t = 0; t < T; t++) {
                     __m256i al = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 64 * c));
                     __m256i ah = _mm256_loadu_si256((const __m256i *)(ab[t]->qs + 64 * c + 32));
-                    if (batch) {
+                    if (batch && !five) {
                         const __m256i sc = kq_dot16(kq_dot16(_mm256_setzero_si256(), _mm256_maddubs_epi16(lo, al), sl),
                                                     _mm256_maddubs_epi16(hi, ah), sh);
                         if (c & 1)
@@ -141,6 +141,26 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int batch
                         NB_CHAIN(isum[t]); /* one chain: GCC's tree of the 8 products spilled them */
                     }
                 }
+            }
+            if (batch && five) {
+                /* Q5_K: the block's sums of codes and of minimums of the tile's tokens, token t
+                 * in lane t (one vphaddd tree each, tokens beyond T as zeros), then
+                 * fma(fma(-dmin, s2, d * s1), da, acc) */
+                __m128 sv[2];
+                #pragma GCC unroll 2
+                for (int k = 0; k < 2; k++) {
+                    __m256i v[4];
+                    #pragma GCC unroll 4
+                    for (int t = 0; t < 4; t++) v[t] = t < T ? (k ? ms[t] : isum[t]) : _mm256_setzero_si256();
+                    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+                    sv[k] = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+                }
+                float da[4] = {0};
+                #pragma GCC unroll 4
+                for (int t = 0; t < T; t++) da[t] = ab[t]->d;
+                const __m128 res = _mm_fnmadd_ps(_mm_set1_ps(dmin), sv[1], _mm_mul_ps(_mm_set1_ps(d), sv[0]));
+                bacc[r] = _mm_fmadd_ps(res, _mm_loadu_ps(da), bacc[r]);
+                continue;
             }
             if (batch) {
                 /* per 64 elements c: the sums S_c (dword c of each half of the vphaddd tree, the two
@@ -307,6 +327,7 @@ static inline __attribute__((always_inline)) void tile_q6_k_in(int batch, int R,
 KQ_TILE_OF(q4_k, tile_q45_k(0, 0, R, T, nb, w, ws, rs, a, as, y, ldy))
 KQ_TILE_OF(q4_k_batch, tile_q45_k(0, 1, R, T, nb, w, ws, rs, a, as, y, ldy))
 KQ_TILE_OF(q5_k, tile_q45_k(1, 0, R, T, nb, w, ws, rs, a, as, y, ldy))
+KQ_TILE_OF(q5_k_batch, tile_q45_k(1, 1, R, T, nb, w, ws, rs, a, as, y, ldy))
 KQ_TILE_OF(q6_k, tile_q6_k_in(0, R, T, nb, w, ws, rs, a, as, y, ldy))
 KQ_TILE_OF(q6_k_batch, tile_q6_k_in(1, R, T, nb, w, ws, rs, a, as, y, ldy))
 
