@@ -109,7 +109,7 @@ const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES] = {
     [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, nb_mm_q4_k_q8_k_avx2, mmf_q4_k, "avx2 q4_K x q8_K", "avx2 q4_K x f32", 8, NULL,
                       nb_mm_q4_k_batch_q8_k_avx2, 4, 4, nb_mm_q4_k_small_avx2, 16, 1, nb_mm_q4_k_block_avx2, NB_BLOCK_MIN,
                       NB_TYPE_Q8_K, "avx2 q4_K x q8_K (block)", nb_mm_q4_k_solo_avx2},
-    /* Q5_K as QKB without small batches or panels: its tiles in both orders */
+    /* Q5_K: its tiles, and from 8 tokens its batch order (tiles, then kpanel.h's panels from 16) */
     [NB_TYPE_Q5_K] = {NB_TYPE_Q8_K, nb_mm_q5_k_q8_k_avx2, mmf_q5_k, "avx2 q5_K x q8_K", "avx2 q5_K x f32", 4, NULL,
                       nb_mm_q5_k_batch_q8_k_avx2, 8, 1},
     QKB(Q6_K, q6_k, "q6_K", mmf_q6_k, 8, 8, 1),
