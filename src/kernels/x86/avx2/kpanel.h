@@ -237,34 +237,42 @@ static void q4k_decode2(const uint8_t *w, size_t ws, int rows, int64_t i0, int n
     nb_panel_decode_halves(q4k_decode, w, ws, rows, i0, nb, &p->h[0], &p->h[1]);
 }
 
-/* Group g (32 elements) of block i against T tokens: per 4 elements and token a broadcast, and
- * per half vpmaddubsw and a word add; each half's 8 pair sums add as words (|.| <= 8*2*15*127 <
- * 2^15) before one kp_scaled applies the group's scale into isum[t][half]. Q5_K's codes (five,
- * up to 31) take the scale every 4 (4*2*31*127 < 2^15). */
-static inline __attribute__((always_inline)) void k_group(int five, int T, const q4k_panel2 *p, int i, int g,
-                                                          const nb_block_q8_k *const ab[], __m256i isum[][2]) {
-    const int run = five ? 4 : 8;
-    #pragma GCC unroll 2
-    for (int k0 = 0; k0 < 8; k0 += run) {
-        __m256i p16[NB_PANEL_G][2];
+/* Group g (32 elements) of block i against T tokens (k_group), in runs of 4-element steps k0 ..
+ * k0 + run - 1 (k_run): per 4 elements and token a broadcast, and per half vpmaddubsw and a word
+ * add; a run's pair sums add as words before one kp_scaled applies the group's scale into
+ * isum[t][half]. Q4_K's group is one run of 8 (|.| <= 8*2*15*127 < 2^15); Q5_K's codes (five, up
+ * to 31) take two runs of 4 (4*2*31*127 < 2^15). Q4_K's loop as it was when it had no runs: GCC
+ * kept two more registers live with a loop over runs (Q4_K's GEMM 0.82-0.93x). */
+static inline __attribute__((always_inline)) void k_run(int T, const q4k_panel2 *p, int i, int g, int k0, int run,
+                                                        const nb_block_q8_k *const ab[], __m256i isum[][2]) {
+    __m256i p16[NB_PANEL_G][2];
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) p16[t][0] = p16[t][1] = _mm256_setzero_si256();
+    #pragma GCC unroll 8
+    for (int k = k0; k < k0 + run; k++) {
+        const __m256i q0 = _mm256_load_si256(&p->h[0].q[i][g][k]), q1 = _mm256_load_si256(&p->h[1].q[i][g][k]);
         #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) p16[t][0] = p16[t][1] = _mm256_setzero_si256();
-        #pragma GCC unroll 8
-        for (int k = k0; k < k0 + run; k++) {
-            const __m256i q0 = _mm256_load_si256(&p->h[0].q[i][g][k]), q1 = _mm256_load_si256(&p->h[1].q[i][g][k]);
-            #pragma GCC unroll 8
-            for (int t = 0; t < T; t++) {
-                p16[t][0] = kp_codes4(p16[t][0], q0, ab[t]->qs + 32 * g + 4 * k);
-                p16[t][1] = kp_codes4(p16[t][1], q1, ab[t]->qs + 32 * g + 4 * k);
-            }
-        }
-        #pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const __m256i s = _mm256_load_si256(&p->h[h].s[i][g]);
-            #pragma GCC unroll 8
-            for (int t = 0; t < T; t++) isum[t][h] = kp_scaled(isum[t][h], p16[t][h], s);
+        for (int t = 0; t < T; t++) {
+            p16[t][0] = kp_codes4(p16[t][0], q0, ab[t]->qs + 32 * g + 4 * k);
+            p16[t][1] = kp_codes4(p16[t][1], q1, ab[t]->qs + 32 * g + 4 * k);
         }
     }
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m256i s = _mm256_load_si256(&p->h[h].s[i][g]);
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) isum[t][h] = kp_scaled(isum[t][h], p16[t][h], s);
+    }
+}
+
+static inline __attribute__((always_inline)) void k_group(int five, int T, const q4k_panel2 *p, int i, int g,
+                                                          const nb_block_q8_k *const ab[], __m256i isum[][2]) {
+    if (!five) {
+        k_run(T, p, i, g, 0, 8, ab, isum);
+        return;
+    }
+    k_run(T, p, i, g, 0, 4, ab, isum);
+    k_run(T, p, i, g, 4, 4, ab, isum);
 }
 
 /* The batch order (kernels.h): per 64 elements c, row and token the exact scaled sum and the two
@@ -324,12 +332,13 @@ static inline __attribute__((always_inline)) void q4k_tokens(int T, const void *
         for (int h = 0; h < 2; h++) acc[t][h] = c0[t][h], acc[t][2 + h] = c1[t][h];
 }
 
-/* The block order (kernels.h, NB_ROUTE_BLOCK: the GEMV's): per block, row and token the whole
- * scaled sum and the 8 minimums' sum, exact in dwords, then one fma each into the two chains.
- * Against the batch order, three conversions and fmas fewer per block and token and no run of
- * dependent fmas: 1.04-1.07x its GEMM in one process (Zen 3, docs/BENCHMARKS.md, stop 53). */
-static inline __attribute__((always_inline)) void q4k_tokens_block(int T, const void *pv, int nb, const uint8_t *a,
-                                                                   size_t as, __m256 acc[][8], int first) {
+/* Per block, row and token the whole scaled sum and the 8 minimums' sum, exact in dwords, then
+ * Q4_K's block order (kernels.h, NB_ROUTE_BLOCK: the GEMV's), one fma each into two chains, or
+ * Q5_K's batch order (five; q5k_tokens). Against Q4_K's batch order, three conversions and fmas
+ * fewer per block and token and no run of dependent fmas: 1.04-1.07x its GEMM in one process
+ * (Zen 3, docs/BENCHMARKS.md, stop 53). */
+static inline __attribute__((always_inline)) void k_tokens_block(int five, int T, const void *pv, int nb,
+                                                                 const uint8_t *a, size_t as, __m256 acc[][8], int first) {
     const q4k_panel2 *p = pv;
     __m256 c0[NB_PANEL_G][2], c1[NB_PANEL_G][2];
     #pragma GCC unroll 8
@@ -337,7 +346,7 @@ static inline __attribute__((always_inline)) void q4k_tokens_block(int T, const 
         #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             c0[t][h] = first ? _mm256_setzero_ps() : acc[t][h];
-            c1[t][h] = first ? _mm256_setzero_ps() : acc[t][2 + h];
+            if (!five) c1[t][h] = first ? _mm256_setzero_ps() : acc[t][2 + h];
         }
     for (int i = 0; i < nb; i++) {
         const nb_block_q8_k *ab[NB_PANEL_G];
@@ -348,7 +357,7 @@ static inline __attribute__((always_inline)) void q4k_tokens_block(int T, const 
             isum[t][0] = isum[t][1] = _mm256_setzero_si256();
         }
         #pragma GCC unroll 1
-        for (int g = 0; g < 8; g++) k_group(0, T, p, i, g, ab, isum);
+        for (int g = 0; g < 8; g++) k_group(five, T, p, i, g, ab, isum);
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             int32_t bp[4];
@@ -359,15 +368,37 @@ static inline __attribute__((always_inline)) void q4k_tokens_block(int T, const 
                 __m256i ms = _mm256_madd_epi16(p->h[h].m[i][0], _mm256_set1_epi32(bp[0]));
                 #pragma GCC unroll 3
                 for (int c = 1; c < 4; c++) ms = _mm256_add_epi32(ms, _mm256_madd_epi16(p->h[h].m[i][c], _mm256_set1_epi32(bp[c])));
-                c0[t][h] = _mm256_fmadd_ps(_mm256_mul_ps(p->h[h].d[i], da), _mm256_cvtepi32_ps(isum[t][h]), c0[t][h]);
-                c1[t][h] = _mm256_fmadd_ps(_mm256_mul_ps(p->h[h].dmin[i], da), _mm256_cvtepi32_ps(ms), c1[t][h]);
+                if (five) {
+                    const __m256 res = _mm256_fnmadd_ps(p->h[h].dmin[i], _mm256_cvtepi32_ps(ms),
+                                                        _mm256_mul_ps(p->h[h].d[i], _mm256_cvtepi32_ps(isum[t][h])));
+                    c0[t][h] = _mm256_fmadd_ps(res, da, c0[t][h]);
+                } else {
+                    c0[t][h] = _mm256_fmadd_ps(_mm256_mul_ps(p->h[h].d[i], da), _mm256_cvtepi32_ps(isum[t][h]), c0[t][h]);
+                    c1[t][h] = _mm256_fmadd_ps(_mm256_mul_ps(p->h[h].dmin[i], da), _mm256_cvtepi32_ps(ms), c1[t][h]);
+                }
             }
         }
     }
     #pragma GCC unroll 8
     for (int t = 0; t < T; t++)
         #pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) acc[t][h] = c0[t][h], acc[t][2 + h] = c1[t][h];
+        for (int h = 0; h < 2; h++) {
+            acc[t][h] = c0[t][h];
+            if (!five) acc[t][2 + h] = c1[t][h];
+        }
+}
+
+static inline __attribute__((always_inline)) void q4k_tokens_block(int T, const void *pv, int nb, const uint8_t *a,
+                                                                   size_t as, __m256 acc[][8], int first) {
+    k_tokens_block(0, T, pv, nb, a, as, acc, first);
+}
+
+/* Q5_K's batch order (kernels.h, llama.cpp's tiled kernel): the same sums (codes up to 31, so
+ * k_group's shorter runs), then one chain per row, acc = fma(fma(-dmin, msum, d * isum), da,
+ * acc): rows 0-7 in acc[t][0], 8-15 in acc[t][1]. */
+static inline __attribute__((always_inline)) void q5k_tokens(int T, const void *pv, int nb, const uint8_t *a, size_t as,
+                                                             __m256 acc[][8], int first) {
+    k_tokens_block(1, T, pv, nb, a, as, acc, first);
 }
 
 /* The batch order's GEMM, and the block order's (kquants_avx2.c exports it as NB_ROUTE_BLOCK's),
@@ -383,49 +414,6 @@ static inline void q4k_panel_gemm_block(int64_t n, const void *w, size_t ws, con
     q4k_panel2 p;
     nb_panel_gemm(q4k_decode2, q4k_tokens_block, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_MINUS16, n / NB_QK_K, w, ws,
                   a, as, nr, nt, y, ldy);
-}
-
-/* Q5_K's batch order (kernels.h, llama.cpp's tiled kernel): per block, row and token the whole
- * scaled sum and the 8 minimums' sum, exact in dwords (as q4k_tokens_block), then one chain per
- * row, acc = fma(fma(-dmin, msum, d * isum), da, acc): rows 0-7 in acc[t][0], 8-15 in acc[t][1]. */
-static inline __attribute__((always_inline)) void q5k_tokens(int T, const void *pv, int nb, const uint8_t *a, size_t as,
-                                                             __m256 acc[][8], int first) {
-    const q4k_panel2 *p = pv;
-    __m256 c[NB_PANEL_G][2];
-    #pragma GCC unroll 8
-    for (int t = 0; t < T; t++)
-        #pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) c[t][h] = first ? _mm256_setzero_ps() : acc[t][h];
-    for (int i = 0; i < nb; i++) {
-        const nb_block_q8_k *ab[NB_PANEL_G];
-        __m256i isum[NB_PANEL_G][2];
-        #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) {
-            ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
-            isum[t][0] = isum[t][1] = _mm256_setzero_si256();
-        }
-        #pragma GCC unroll 1
-        for (int g = 0; g < 8; g++) k_group(1, T, p, i, g, ab, isum);
-        #pragma GCC unroll 8
-        for (int t = 0; t < T; t++) {
-            int32_t bp[4];
-            q4k_bpairs(ab[t], bp);
-            const __m256 da = _mm256_set1_ps(ab[t]->d);
-            #pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                __m256i ms = _mm256_madd_epi16(p->h[h].m[i][0], _mm256_set1_epi32(bp[0]));
-                #pragma GCC unroll 3
-                for (int k = 1; k < 4; k++) ms = _mm256_add_epi32(ms, _mm256_madd_epi16(p->h[h].m[i][k], _mm256_set1_epi32(bp[k])));
-                const __m256 res = _mm256_fnmadd_ps(p->h[h].dmin[i], _mm256_cvtepi32_ps(ms),
-                                                    _mm256_mul_ps(p->h[h].d[i], _mm256_cvtepi32_ps(isum[t][h])));
-                c[t][h] = _mm256_fmadd_ps(res, da, c[t][h]);
-            }
-        }
-    }
-    #pragma GCC unroll 8
-    for (int t = 0; t < T; t++)
-        #pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) acc[t][h] = c[t][h];
 }
 
 static inline void q5k_decode2(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
