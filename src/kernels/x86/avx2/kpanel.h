@@ -242,7 +242,7 @@ static void q4k_decode2(const uint8_t *w, size_t ws, int rows, int64_t i0, int n
  * add; a run's pair sums add as words before one kp_scaled applies the group's scale into
  * isum[t][half]. Q4_K's group is one run of 8 (|.| <= 8*2*15*127 < 2^15); Q5_K's codes (five, up
  * to 31) take two runs of 4 (4*2*31*127 < 2^15). Q4_K's loop as it was when it had no runs: GCC
- * kept two more registers live with a loop over runs (Q4_K's GEMM 0.82-0.93x). */
+ * kept two more registers live with a loop over runs (Q4_K's GEMM 0.80-0.96x). */
 static inline __attribute__((always_inline)) void k_run(int T, const q4k_panel2 *p, int i, int g, int k0, int run,
                                                         const nb_block_q8_k *const ab[], __m256i isum[][2]) {
     __m256i p16[NB_PANEL_G][2];
