@@ -53,6 +53,13 @@ static inline __m128i k_scales_mins(const uint8_t *q) {
     return _mm_unpacklo_epi32(lo, hi); /* A' C' B' C'': scales 0-3, 4-7, mins 0-3, 4-7 */
 }
 
+/* The sums of the 8 dwords of each of v[0..3], as floats in lanes 0..3 (one vphaddd tree; the
+ * integers exact, each rounded once by the conversion). */
+static inline __m128 kq_sums4(const __m256i v[4]) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    return _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+}
+
 /* The fifth bits of Q5_K's 32-element group g (bit g of each qh byte) at bit 4 of each byte. */
 static inline __m256i q5_high(__m256i qh, int g) {
     const __m256i v = g <= 4 ? _mm256_slli_epi16(qh, 4 - g) : _mm256_srli_epi16(qh, g - 4);
@@ -152,8 +159,7 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int batch
                     __m256i v[4];
                     #pragma GCC unroll 4
                     for (int t = 0; t < 4; t++) v[t] = t < T ? (k ? ms[t] : isum[t]) : _mm256_setzero_si256();
-                    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-                    sv[k] = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+                    sv[k] = kq_sums4(v);
                 }
                 float da[4] = {0};
                 #pragma GCC unroll 4
@@ -211,10 +217,7 @@ static inline __attribute__((always_inline)) void tile_q45_k(int five, int batch
             }
             __m128 tot[2];
             #pragma GCC unroll 2
-            for (int k = 0; k < 2; k++) {
-                const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[k][0], v[k][1]), _mm256_hadd_epi32(v[k][2], v[k][3]));
-                tot[k] = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
-            }
+            for (int k = 0; k < 2; k++) tot[k] = kq_sums4(v[k]);
             const __m256 dda = _mm256_mul_ps(dm, _mm256_set1_ps(ab[t]->d));
             macc[t] = _mm_fmadd_ps(_mm256_extractf128_ps(dda, 1), tot[0], macc[t]);
             if (!five) acc1[t] = _mm_fmadd_ps(_mm256_castps256_ps128(dda), tot[1], acc1[t]);
