@@ -105,7 +105,7 @@ const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES] = {
     Q8B(NVFP4, nvfp4, mmf_nvfp4, 8, NB_ACT_Q8_0X_NV, NB_ACT_Q8_0X_NV, NB_BLOCK_MIN, SMALL_MAX),
     Q81(Q4_1, q4_1),
     Q81(Q5_1, q5_1),
-    /* Q4_K as QKB, with its solo GEMV and NB_ROUTE_BLOCK's panels (kpanel.h; the AVX-512 set takes them too) */
+    /* Q4_K as QKB, with its solo GEMV and NB_ROUTE_BLOCK's panels (kpanel.h) */
     [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, nb_mm_q4_k_q8_k_avx2, mmf_q4_k, "avx2 q4_K x q8_K", "avx2 q4_K x f32", 8, NULL,
                       nb_mm_q4_k_batch_q8_k_avx2, 4, 4, nb_mm_q4_k_small_avx2, 16, 1, nb_mm_q4_k_block_avx2, NB_BLOCK_MIN,
                       NB_TYPE_Q8_K, "avx2 q4_K x q8_K (block)", nb_mm_q4_k_solo_avx2},

@@ -26,8 +26,7 @@ static inline __m256i kp_scale_word(__m256i s32) { return _mm256_blend_epi16(s32
 
 #include "kernels/x86/avx2/kquants.h"
 
-/* Q5_K's batch order (kernels.h): its tiles, and from KQ_PANEL_MIN_TOKENS kpanel.h's 16-row panels;
- * the AVX-512 set takes this kernel too (dispatch) */
+/* Q5_K's batch order (kernels.h): its tiles, and from KQ_PANEL_MIN_TOKENS kpanel.h's 16-row panels */
 KERNEL(q5_k_batch, q5k_panel_gemm)
 
 /* Up to 4 rows, one at a time, against one group of 8 tokens in Q4_K's batch order (kernels.h),

@@ -3,8 +3,9 @@
  * x86/avx2/kquants.h), compiled with AVX-512VL so that 32 registers hold tiles of 4 rows x 4
  * tokens (each block decoded once per 4 tokens instead of 2), and with VNNI's vpdpwssd doing the
  * scale multiply and the add in one instruction. Same integer sums, so the same bits as the
- * reference. From 16 tokens the batch orders of Q4_K and Q6_K go through kpanel.h's panels,
- * here with vpdpbusd group sums (kp_codes4 below) and 8-token register tiles.
+ * reference. From 16 tokens the batch orders of Q4_K, Q5_K and Q6_K and Q4_K's block order go
+ * through 16-row panels of 512-bit registers (kpanel.h's, joined below), with vpdpbusd group sums
+ * and 8-token register tiles.
  *
  * One token (GEMV) has its own Q4_K and Q6_K tiles here (KQ_GEMV, 4 rows): on Zen 4 the shared
  * body's GEMV is bound by instructions, and most of a row's instructions per block went to what
@@ -236,22 +237,24 @@ static void q6_panel16_gemm(int64_t n, const void *w, size_t ws, const void *a, 
 
 #include "kernels/x86/avx2/kquants.h"
 
-/* ---- Q4_K's and Q6_K's batch orders on 16-row panels of 512-bit registers ---- */
+/* ---- Q4_K's, Q5_K's and Q6_K's batch orders and Q4_K's block order on 16-row panels of 512-bit
+ * registers ---- */
 
 /* kpanel.h's panels for 16 rows: dword r of each register is row r (rows 0-7 in the low half), so
  * each group sum (one vpdpbusd broadcasting the token's 4 bytes to 16 dwords), scale multiply,
  * conversion and fma serves 16 rows, half the instructions of two 8-row panels. Each half is
  * decoded as an 8-row panel (rows past `rows` repeat the last, as there) and the two joined:
- * decoding is once per 256 tokens (panel.h), so the copy costs little. */
+ * decoding is once per 256 tokens (panel.h), so the copy costs little. Q5_K's panels are Q4_K's
+ * with the fifth bits in the codes (k_decode). */
 typedef struct {
     __m512i q[KB][8][8], s[KB][8], m[KB][4];
     __m512 d[KB], dmin[KB];
 } q4k_panel16;
 
-static void q4k_decode16(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
-    q4k_panel16 *p = pv;
+static inline __attribute__((always_inline)) void k_decode16(nb_panel_decode_fn dec, const uint8_t *w, size_t ws,
+                                                             int rows, int64_t i0, int nb, q4k_panel16 *p) {
     q4k_panel h[2];
-    nb_panel_decode_halves(q4k_decode, w, ws, rows, i0, nb, &h[0], &h[1]);
+    nb_panel_decode_halves(dec, w, ws, rows, i0, nb, &h[0], &h[1]);
     for (int i = 0; i < nb; i++) {
         for (int g = 0; g < 8; g++) {
             for (int k = 0; k < 8; k++) p->q[i][g][k] = nb_avx512_join(h[0].q[i][g][k], h[1].q[i][g][k]);
@@ -262,24 +265,51 @@ static void q4k_decode16(const uint8_t *w, size_t ws, int rows, int64_t i0, int 
         p->dmin[i] = nb_avx512_joinf(h[0].dmin[i], h[1].dmin[i]);
     }
 }
+static void q4k_decode16(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
+    k_decode16(q4k_decode, w, ws, rows, i0, nb, pv);
+}
+static void q5k_decode16(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
+    k_decode16(q5k_decode, w, ws, rows, i0, nb, pv);
+}
 
-/* q4k_tokens (kpanel.h) on 16 rows: the same sums, chains and order; the two chains of token t
- * are acc[t][0..1] and acc[t][2..3] as 512-bit registers (NB_PANEL_MINUS16). */
-static inline __attribute__((always_inline)) void q4k_tokens16(int T, const void *pv, int nb, const uint8_t *a,
-                                                               size_t as, __m256 acc[][8], int first) {
+/* The orders of kpanel.h's q4k_tokens (Q4_K's batch order), q4k_tokens_block (its block order)
+ * and q5k_tokens (Q5_K's batch order) on 16 rows: the same sums, chains and order. Per group of
+ * 32 elements and token one run of 8 vpdpbusd (their dwords hold any Q5_K group) and one dword
+ * multiply by the scale. Q4_K's chains of token t are acc[t][0..1] and acc[t][2..3] as 512-bit
+ * registers (NB_PANEL_MINUS16), Q5_K's one chain acc[t][0..1] (NB_PANEL_ONE16). The minimums'
+ * chain of Q4_K reads no codes: it runs after the sums', so that their loop holds only its own
+ * registers (8 tokens' sums, runs and chains: 24 of the 32). */
+enum { K16_Q4_BATCH, K16_Q4_BLOCK, K16_Q5_BATCH };
+
+/* m_2c*B_2c + m_2c+1*B_2c+1 for 64 elements c of the 16 rows against token ab (bp: q4k_bpairs). */
+static inline __m512i k16_mins(const q4k_panel16 *p, int i, int c, const int32_t bp[4]) {
+    return _mm512_madd_epi16(p->m[i][c], _mm512_set1_epi32(bp[c]));
+}
+/* Their sum over the block's 4 (exact). */
+static inline __m512i k16_msum(const q4k_panel16 *p, int i, const int32_t bp[4]) {
+    __m512i ms = k16_mins(p, i, 0, bp);
+    #pragma GCC unroll 3
+    for (int c = 1; c < 4; c++) ms = _mm512_add_epi32(ms, k16_mins(p, i, c, bp));
+    return ms;
+}
+
+static inline __attribute__((always_inline)) void k_tokens16(int order, int T, const void *pv, int nb,
+                                                             const uint8_t *a, size_t as, __m256 acc[][8], int first) {
     const q4k_panel16 *p = pv;
-    __m512 c0[NB_PANEL_G], c1[NB_PANEL_G];
+    __m512 c0[NB_PANEL_G];
     #pragma GCC unroll 8
     for (int t = 0; t < T; t++) c0[t] = first ? _mm512_setzero_ps() : _mm512_loadu_ps((const float *)acc[t]);
     for (int i = 0; i < nb; i++) {
         const nb_block_q8_k *ab[NB_PANEL_G];
+        __m512i isum[NB_PANEL_G];
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
         #pragma GCC unroll 1
         for (int c = 0; c < 4; c++) {
-            __m512i isum[NB_PANEL_G];
-            #pragma GCC unroll 8
-            for (int t = 0; t < T; t++) isum[t] = _mm512_setzero_si512();
+            if (c == 0 || order == K16_Q4_BATCH) {
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++) isum[t] = _mm512_setzero_si512();
+            }
             #pragma GCC unroll 2
             for (int g = 2 * c; g < 2 * c + 2; g++) {
                 __m512i p16[NB_PANEL_G];
@@ -295,31 +325,59 @@ static inline __attribute__((always_inline)) void q4k_tokens16(int T, const void
                 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(p16[t], s));
             }
-            #pragma GCC unroll 8
-            for (int t = 0; t < T; t++)
+            if (order == K16_Q4_BATCH) {
+                #pragma GCC unroll 8
+                for (int t = 0; t < T; t++)
+                    c0[t] = _mm512_fmadd_ps(_mm512_mul_ps(p->d[i], _mm512_set1_ps(ab[t]->d)), _mm512_cvtepi32_ps(isum[t]), c0[t]);
+            }
+        }
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            if (order == K16_Q4_BLOCK)
                 c0[t] = _mm512_fmadd_ps(_mm512_mul_ps(p->d[i], _mm512_set1_ps(ab[t]->d)), _mm512_cvtepi32_ps(isum[t]), c0[t]);
+            if (order != K16_Q5_BATCH) continue;
+            int32_t bp[4];
+            q4k_bpairs(ab[t], bp);
+            const __m512i ms = k16_msum(p, i, bp);
+            const __m512 res = _mm512_fnmadd_ps(p->dmin[i], _mm512_cvtepi32_ps(ms), _mm512_mul_ps(p->d[i], _mm512_cvtepi32_ps(isum[t])));
+            c0[t] = _mm512_fmadd_ps(res, _mm512_set1_ps(ab[t]->d), c0[t]);
         }
     }
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) _mm512_storeu_ps((float *)acc[t], c0[t]);
+    if (order == K16_Q5_BATCH) return;
+    __m512 c1[NB_PANEL_G];
     #pragma GCC unroll 8
     for (int t = 0; t < T; t++) c1[t] = first ? _mm512_setzero_ps() : _mm512_loadu_ps((const float *)acc[t] + 16);
     for (int i = 0; i < nb; i++) {
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
             const nb_block_q8_k *ab = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
-            int32_t bp[4]; /* c: B_2c | B_2c+1 << 16, B_j = bsums[2j] + bsums[2j+1] */
-            _mm_storeu_si128((__m128i *)bp, _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)ab->bsums),
-                                                           _mm_loadu_si128((const __m128i *)ab->bsums + 1)));
+            int32_t bp[4];
+            q4k_bpairs(ab, bp);
             const __m512 dm = _mm512_mul_ps(p->dmin[i], _mm512_set1_ps(ab->d));
-            #pragma GCC unroll 4
-            for (int c = 0; c < 4; c++)
-                c1[t] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(_mm512_madd_epi16(p->m[i][c], _mm512_set1_epi32(bp[c]))), c1[t]);
+            if (order == K16_Q4_BATCH) {
+                #pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) c1[t] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(k16_mins(p, i, c, bp)), c1[t]);
+            } else
+                c1[t] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(k16_msum(p, i, bp)), c1[t]);
         }
     }
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) {
-        _mm512_storeu_ps((float *)acc[t], c0[t]);
-        _mm512_storeu_ps((float *)acc[t] + 16, c1[t]);
-    }
+    for (int t = 0; t < T; t++) _mm512_storeu_ps((float *)acc[t] + 16, c1[t]);
+}
+
+static inline __attribute__((always_inline)) void q4k_tokens16(int T, const void *pv, int nb, const uint8_t *a,
+                                                               size_t as, __m256 acc[][8], int first) {
+    k_tokens16(K16_Q4_BATCH, T, pv, nb, a, as, acc, first);
+}
+static inline __attribute__((always_inline)) void q4k_tokens16_block(int T, const void *pv, int nb, const uint8_t *a,
+                                                                     size_t as, __m256 acc[][8], int first) {
+    k_tokens16(K16_Q4_BLOCK, T, pv, nb, a, as, acc, first);
+}
+static inline __attribute__((always_inline)) void q5k_tokens16(int T, const void *pv, int nb, const uint8_t *a,
+                                                               size_t as, __m256 acc[][8], int first) {
+    k_tokens16(K16_Q5_BATCH, T, pv, nb, a, as, acc, first);
 }
 
 static void q4k_panel16_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
@@ -328,6 +386,24 @@ static void q4k_panel16_gemm(int64_t n, const void *w, size_t ws, const void *a,
     nb_panel_gemm(q4k_decode16, q4k_tokens16, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_MINUS16, n / NB_QK_K, w, ws, a, as,
                   nr, nt, y, ldy);
 }
+
+/* NB_ROUTE_BLOCK's Q4_K (kernels.h: the GEMV's order, from NB_BLOCK_MIN tokens) on 16-row panels. */
+void nb_mm_q4_k_block_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                             float *y, size_t ldy) {
+    q4k_panel16 p;
+    nb_panel_gemm(q4k_decode16, q4k_tokens16_block, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_MINUS16, n / NB_QK_K, w, ws,
+                  a, as, nr, nt, y, ldy);
+}
+
+static void q5k_panel16_gemm(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                             float *y, size_t ldy) {
+    q4k_panel16 p;
+    nb_panel_gemm(q5k_decode16, q5k_tokens16, &p, KB, sizeof(nb_block_q8_k), NB_PANEL_ONE16, n / NB_QK_K, w, ws, a, as,
+                  nr, nt, y, ldy);
+}
+
+/* Q5_K's batch order (kernels.h): its tiles, and from KQ_PANEL_MIN_TOKENS the 16-row panels above */
+KERNEL(q5_k_batch, q5k_panel16_gemm)
 
 typedef struct {
     __m512i q[KB][8][8], s[KB][16], sp[KB][8];

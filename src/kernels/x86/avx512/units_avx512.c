@@ -417,6 +417,17 @@ PANELS(q5_0)
 PANELS(q8_0)
 PANELS(mxfp4)
 
+/* Q4_0 matrices of a multiple of 8 rows (kernels.h, NB_KERNEL_Q4_0_X8): the AVX2 set's tiles up to
+ * 7 tokens, then the block order's row lanes and 16-row panels (panels_avx512.c), which read only
+ * what NB_ACT_Q8_0X_MX shares with NB_ACT_Q8_0X */
+#define X8(name, below)                                                                                          \
+    static void name(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,      \
+                     float *y, size_t ldy) {                                                                    \
+        (nt >= NB_BLOCK_MIN_SMALL ? nb_mm_q4_0_block_avx512 : below)(n, w, ws, a, as, nr, nt, y, ldy);          \
+    }
+X8(mm_q4_0x8, nb_mm_q4_0x8_q8_0_avx2)
+X8(mm_small_q4_0x8, nb_mm_q4_0x8_small_avx2)
+
 #define SMALL_MAX 16 /* tokens for mm_small */
 /* matmul's row multiple for the types with GEMM panels: their 16 rows (panels_avx512.c, the K-quant
  * panels of kquants_avx512.c), so that no row panel or thread's share ends in a part-filled one */
@@ -432,7 +443,6 @@ PANELS(mxfp4)
 #define Q81(t, s)                                                                                                \
     [NB_TYPE_##t] = {NB_TYPE_Q8_1, mm_##s, NULL, "avx512 " #s " x q8_1", NULL, RT, .mm_small = mm_small_##s,         \
                      .small_max = SMALL_MAX}
-#define QK(t, s, n) [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx512, NULL, "avx512 " n " x q8_K", NULL, RT}
 #define QKB(t, s, n, bmin, bgroup, smax)                                                                        \
     [NB_TYPE_##t] = {NB_TYPE_Q8_K, nb_mm_##s##_q8_k_avx512, NULL, "avx512 " n " x q8_K", NULL, RP, NULL,        \
                      nb_mm_##s##_batch_q8_k_avx512, bmin, bgroup, nb_mm_##s##_small_avx512, smax, 1}
@@ -448,12 +458,17 @@ const nb_kernel nb_kernels_avx512[NB_KERNEL_TYPES] = {
     Q8B(Q5_0, q5_0, NB_ACT_Q8_0X, mm_q5_0_all, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL),
     Q8B(Q8_0, q8_0, NB_ACT_Q8_0X, mm_q8_0_all, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL),
     Q8(MXFP4, mxfp4, NB_ACT_Q8_0X_MX, mm_mxfp4_all),
+    [NB_KERNEL_Q4_0_X8] = {NB_ACT_Q8_0X_MX, mm_q4_0x8, NULL, "avx512 q4_0 x q8_0 (8-row order)", NULL, RP,
+                           .mm_small = mm_small_q4_0x8, .small_max = SMALL_MAX},
     Q8B(NVFP4, nvfp4, NB_ACT_Q8_0X_NV, mm_nvfp4, NB_ACT_Q8_0X_NV, NB_BLOCK_MIN), Q81(Q4_1, q4_1), Q81(Q5_1, q5_1),
     /* Q4_K: its panels (kpanel.h) from 16 tokens, in cache 0.37 ns per row, token and 32 elements there
      * where the small batches' groups of 8 take 0.42 */
     [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, nb_mm_q4_k_q8_k_avx512, NULL, "avx512 q4_K x q8_K", NULL, RP, NULL,
-                      nb_mm_q4_k_batch_q8_k_avx512, 4, 4, nb_mm_q4_k_small_kt_avx512, 15, 1},
-    QK(Q5_K, q5_k, "q5_K"),
+                      nb_mm_q4_k_batch_q8_k_avx512, 4, 4, nb_mm_q4_k_small_kt_avx512, 15, 1, nb_mm_q4_k_block_avx512,
+                      NB_BLOCK_MIN, NB_TYPE_Q8_K, "avx512 q4_K x q8_K (block)"},
+    /* Q5_K: from 8 tokens its batch order (tiles, then the 16-row panels from 16) */
+    [NB_TYPE_Q5_K] = {NB_TYPE_Q8_K, nb_mm_q5_k_q8_k_avx512, NULL, "avx512 q5_K x q8_K", NULL, RP, NULL,
+                      nb_mm_q5_k_batch_q8_k_avx512, 8, 1},
     QKB(Q6_K, q6_k, "q6_K", 8, 1, 16), FL(F32, f32), FL(BF16, bf16),
     [NB_TYPE_F16] = {NB_TYPE_F32, nb_mm_f16_f32_avx512, nb_mm_f16_f32_avx512, "avx512 f16 x f32", "avx512 f16 x f32", RT,
                      nb_mm_f16_vec_f32_avx512, .mm_small = nb_mm_f16_small_f32_avx512, .small_max = SMALL_MAX},
