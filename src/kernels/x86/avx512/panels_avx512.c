@@ -269,55 +269,61 @@ RL_KERNEL(q4_0, dec_q4_0u, q4_0_nsh)
 RL_KERNEL(q5_0, dec_q5_0u, q5_0_nsh)
 RL_KERNEL(q8_0, dec_q8_0u, 0)
 
-/* ---- The 8-lane contract (Q4_0, Q5_0, Q8_0) on 512-bit panels, from PANEL_MIN_TOKENS ---- */
+/* ---- The 8-lane contract (Q4_0, Q5_0, Q8_0, NVFP4) on 512-bit panels, from PANEL_MIN_TOKENS ---- */
 
 /* A chunk of PU units of 8 rows as codes + 128, so that the activations' nc (-128 * sum4 of the
  * lane's codes) takes the offset out with no shift. Register m of unit u holds lanes 2m and
  * 2m + 1 of the 8 rows, dword 2r + j = row r's weights 4(2m + j)..4(2m + j) + 3, so one 64-bit
  * broadcast of a token's bytes 8m..8m + 7 meets both lanes; the scales likewise (dword 2r + j:
- * row r's). */
+ * row r's). NVFP4 (nv) in its nibble order (NB_ACT_Q8_0X_NV's): lanes 0, 1, 4, 5 are its
+ * sub-block 2h of unit h (scales s[u][0]), 2, 3, 6, 7 sub-block 2h + 1 (s[u][1]). */
 typedef struct {
     __m512i q[PU][4];
-    __m512 s[PU];
+    __m512 s[PU][2];
 } zpanel;
 
-/* dec gives unsigned codes w + (128 >> nsh) (units.h). */
-static inline __attribute__((always_inline)) void zpanel_decode(dec_fn dec, int nsh, const uint8_t *w, size_t ws, int rows,
-                                                                int64_t u0, int un, zpanel *p) {
+/* dec gives unsigned codes w + (128 >> nsh) (units.h); NVFP4's scales are lanes 0 and 2 of its s. */
+static inline __attribute__((always_inline)) void zpanel_decode(dec_fn dec, int nsh, int nv, const uint8_t *w, size_t ws,
+                                                                int rows, int64_t u0, int un, zpanel *p) {
     const __m256i bias = _mm256_set1_epi8((char)(128 - (128 >> nsh)));
     for (int u = 0; u < un; u++) {
         uint64_t q[4][NB_PANEL_R]; /* [m][r] */
-        float s[2 * NB_PANEL_R];
+        float s[2][2 * NB_PANEL_R];
         for (int r = 0; r < NB_PANEL_R; r++) {
             uint64_t v[4] = {0, 0, 0, 0}; /* rows missing from the 8: zero codes and scales, never stored */
-            float sr = 0;
+            float sr[2] = {0, 0};
             if (r < rows) {
                 const unit x = dec(w + (size_t)r * ws, u0 + u);
                 _mm256_storeu_si256((__m256i *)v, _mm256_add_epi8(x.q, bias));
-                sr = _mm256_cvtss_f32(x.s);
+                float xs[8];
+                _mm256_storeu_ps(xs, x.s);
+                sr[0] = xs[0], sr[1] = xs[2];
             }
             for (int m = 0; m < 4; m++) q[m][r] = v[m];
-            s[2 * r] = s[2 * r + 1] = sr;
+            for (int h = 0; h < 2; h++) s[h][2 * r] = s[h][2 * r + 1] = sr[h];
         }
         for (int m = 0; m < 4; m++) p->q[u][m] = _mm512_loadu_si512(q[m]);
-        p->s[u] = _mm512_loadu_ps(s);
+        for (int h = 0; h < 1 + nv; h++) p->s[u][h] = _mm512_loadu_ps(s[h]);
     }
 }
 
 /* T tokens against a chunk, 4 at a time (16 accumulators): per unit and token one scale product
- * and, per lane pair, a vpdpbusd that starts from the pair's nc (both 64-bit broadcasts are
- * loads), a conversion and an fma for 8 rows. Each dword is one lane's chain over the units, the
- * tiles' lane values and fma sequence; acc[t] holds the 4 registers (NB_PANEL_PAIRS). */
-static inline __attribute__((always_inline)) void zpanel_tokens(int T, const void *pv, int un, const uint8_t *a,
+ * (NVFP4: two) and, per lane pair, a vpdpbusd that starts from the pair's nc (both 64-bit
+ * broadcasts are loads), a conversion and an fma for 8 rows. Each dword is one lane's chain over
+ * the units, the tiles' lane values and fma sequence; acc[t] holds the 4 registers in the
+ * elements' group order (NB_PANEL_PAIRS), NVFP4's pairs 1 and 2 swapped into it. */
+static inline __attribute__((always_inline)) void zpanel_tokens(int nv, int T, const void *pv, int un, const uint8_t *a,
                                                                 size_t as, __m256 acc[][8], int first) {
     const zpanel *p = pv;
+    static const int pos[2][4] = {{0, 1, 2, 3}, {0, 2, 1, 3}};
     for (int t0 = 0; t0 < T; t0 += 4) {
         __m512 c[4][4];
         #pragma GCC unroll 4
         for (int t = 0; t < 4; t++)
             #pragma GCC unroll 4
             for (int m = 0; m < 4; m++)
-                c[t][m] = first || t0 + t >= T ? _mm512_setzero_ps() : _mm512_loadu_ps((const float *)acc[t0 + t] + 16 * m);
+                c[t][m] = first || t0 + t >= T ? _mm512_setzero_ps()
+                                               : _mm512_loadu_ps((const float *)acc[t0 + t] + 16 * pos[nv][m]);
         for (int u = 0; u < un; u++) {
             __m512i q[4];
             #pragma GCC unroll 4
@@ -326,14 +332,16 @@ static inline __attribute__((always_inline)) void zpanel_tokens(int T, const voi
             for (int t = 0; t < 4; t++) {
                 if (t0 + t >= T) break;
                 const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)(t0 + t) * as) + u;
-                const __m512 sd = _mm512_mul_ps(p->s[u], _mm512_set1_ps(ab->d));
+                __m512 sd[2];
+                #pragma GCC unroll 2
+                for (int h = 0; h < 1 + nv; h++) sd[h] = _mm512_mul_ps(p->s[u][h], _mm512_set1_ps(ab->d));
                 #pragma GCC unroll 4
                 for (int m = 0; m < 4; m++) {
                     long long nc2, a8;
                     memcpy(&nc2, ab->nc + 2 * m, 8);
                     memcpy(&a8, ab->qs + 8 * m, 8);
                     const __m512i l = _mm512_dpbusd_epi32(_mm512_set1_epi64(nc2), q[m], _mm512_set1_epi64(a8));
-                    c[t][m] = _mm512_fmadd_ps(sd, _mm512_cvtepi32_ps(l), c[t][m]);
+                    c[t][m] = _mm512_fmadd_ps(sd[nv ? m & 1 : 0], _mm512_cvtepi32_ps(l), c[t][m]);
                 }
             }
         }
@@ -341,20 +349,26 @@ static inline __attribute__((always_inline)) void zpanel_tokens(int T, const voi
         for (int t = 0; t < 4; t++)
             #pragma GCC unroll 4
             for (int m = 0; m < 4; m++)
-                if (t0 + t < T) _mm512_storeu_ps((float *)acc[t0 + t] + 16 * m, c[t][m]);
+                if (t0 + t < T) _mm512_storeu_ps((float *)acc[t0 + t] + 16 * pos[nv][m], c[t][m]);
     }
 }
 
-#define ZPANEL(ty, dec, nsh)                                                                                       \
+#define ZPANEL(ty, dec, nsh, nv)                                                                                   \
     static void zpanel_decode_##ty(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *p) {           \
-        zpanel_decode(dec, nsh, w, ws, rows, u0, un, p);                                                          \
+        zpanel_decode(dec, nsh, nv, w, ws, rows, u0, un, p);                                                      \
+    }                                                                                                             \
+    static inline __attribute__((always_inline)) void zpanel_tokens_##ty(int T, const void *pv, int un,           \
+                                                                         const uint8_t *a, size_t as,             \
+                                                                         __m256 acc[][8], int first) {            \
+        zpanel_tokens(nv, T, pv, un, a, as, acc, first);                                                          \
     }                                                                                                             \
     void nb_mm_##ty##_panel_avx512(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr,     \
                                    int64_t nt, float *y, size_t ldy) {                                            \
         zpanel p;                                                                                                 \
-        nb_panel_gemm(zpanel_decode_##ty, zpanel_tokens, &p, PU, sizeof(nb_block_q8_0x), NB_PANEL_PAIRS, n / 32, w, \
+        nb_panel_gemm(zpanel_decode_##ty, zpanel_tokens_##ty, &p, PU, sizeof(nb_block_q8_0x), NB_PANEL_PAIRS, n / 32, w, \
                       ws, a, as, nr, nt, y, ldy);                                                                 \
     }
-ZPANEL(q4_0, dec_q4_0u, q4_0_nsh)
-ZPANEL(q5_0, dec_q5_0u, q5_0_nsh)
-ZPANEL(q8_0, dec_q8_0u, 0)
+ZPANEL(q4_0, dec_q4_0u, q4_0_nsh, 0)
+ZPANEL(q5_0, dec_q5_0u, q5_0_nsh, 0)
+ZPANEL(q8_0, dec_q8_0u, 0, 0)
+ZPANEL(nvfp4, dec_nvfp4, 3, 1)

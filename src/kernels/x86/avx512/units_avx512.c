@@ -416,6 +416,7 @@ PANELS(q4_0)
 PANELS(q5_0)
 PANELS(q8_0)
 PANELS(mxfp4)
+PANELS(nvfp4)
 
 /* Q4_0 matrices of a multiple of 8 rows (kernels.h, NB_KERNEL_Q4_0_X8): the AVX2 set's tiles up to
  * 7 tokens, then the block order's row lanes and 16-row panels (panels_avx512.c), which read only
@@ -460,7 +461,7 @@ const nb_kernel nb_kernels_avx512[NB_KERNEL_TYPES] = {
     Q8(MXFP4, mxfp4, NB_ACT_Q8_0X_MX, mm_mxfp4_all),
     [NB_KERNEL_Q4_0_X8] = {NB_ACT_Q8_0X_MX, mm_q4_0x8, NULL, "avx512 q4_0 x q8_0 (8-row order)", NULL, RP,
                            .mm_small = mm_small_q4_0x8, .small_max = SMALL_MAX},
-    Q8B(NVFP4, nvfp4, NB_ACT_Q8_0X_NV, mm_nvfp4, NB_ACT_Q8_0X_NV, NB_BLOCK_MIN), Q81(Q4_1, q4_1), Q81(Q5_1, q5_1),
+    Q8B(NVFP4, nvfp4, NB_ACT_Q8_0X_NV, mm_nvfp4_all, NB_ACT_Q8_0X_NV, NB_BLOCK_MIN), Q81(Q4_1, q4_1), Q81(Q5_1, q5_1),
     /* Q4_K: its panels (kpanel.h) from 16 tokens, in cache 0.37 ns per row, token and 32 elements there
      * where the small batches' groups of 8 take 0.42 */
     [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, nb_mm_q4_k_q8_k_avx512, NULL, "avx512 q4_K x q8_K", NULL, RP, NULL,
