@@ -8,8 +8,8 @@
  *    vpmaddubsw and a word add for 8 rows;
  *  - below RL_MAX tokens, the same sums with the 16 rows decoded and transposed in registers per
  *    unit (the row lanes, rl_tile), with no panel in memory;
- *  - llama.cpp's 8-lane order of Q4_0, Q5_0 and Q8_0 on 8-row panels whose registers hold two
- *    lanes each (zpanel below).
+ *  - llama.cpp's 8-lane order of Q4_0, Q5_0, Q8_0 and NVFP4 on 8-row panels whose registers hold
+ *    two lanes each (zpanel below).
  * Q8_0 is read as codes + 128 (dword sums cannot overflow), so it needs no sign trick. The sums are
  * exact and each chain keeps the reference's order, so the bits are the reference's.
  */
