@@ -276,95 +276,110 @@ static void q5k_decode16(const uint8_t *w, size_t ws, int rows, int64_t i0, int 
  * and q5k_tokens (Q5_K's batch order) on 16 rows: the same sums, chains and order. Per group of
  * 32 elements and token one run of 8 vpdpbusd (their dwords hold any Q5_K group) and one dword
  * multiply by the scale. Q4_K's chains of token t are acc[t][0..1] and acc[t][2..3] as 512-bit
- * registers (NB_PANEL_MINUS16), Q5_K's one chain acc[t][0..1] (NB_PANEL_ONE16). The minimums'
- * chain of Q4_K reads no codes: it runs after the sums', so that their loop holds only its own
- * registers (8 tokens' sums, runs and chains: 24 of the 32). */
+ * registers (NB_PANEL_MINUS16), Q5_K's one chain acc[t][0..1] (NB_PANEL_ONE16).
+ * On Zen 4 the pipes of vpdpbusd also run every multiply, fma and 512-bit store (a store cost
+ * about two vpdpbusd), so nothing is stored per block: the products' loop holds 8 tokens' runs,
+ * sums and chains (24 of the 32 registers; the block order's 8 groups in one loop, the batch
+ * order's in 4 pairs), and Q4_K's minimums, which read no codes, take a second pass with their
+ * own chains, reading the tokens' pair sums (q4k_bpairs) formed once per call: formed per
+ * block there, each waited on its store's forwarding (block order 2-3 % slower). Q5_K's, in the
+ * products' pass, are formed per block, where the products hide the wait. */
 enum { K16_Q4_BATCH, K16_Q4_BLOCK, K16_Q5_BATCH };
 
-/* m_2c*B_2c + m_2c+1*B_2c+1 for 64 elements c of the 16 rows against token ab (bp: q4k_bpairs). */
+/* m_2c*B_2c + m_2c+1*B_2c+1 for 64 elements c of the 16 rows against a token's pair sums bp. */
 static inline __m512i k16_mins(const q4k_panel16 *p, int i, int c, const int32_t bp[4]) {
     return _mm512_madd_epi16(p->m[i][c], _mm512_set1_epi32(bp[c]));
 }
-/* Their sum over the block's 4 (exact). */
+/* Their sum over the block's 4 (exact): one vpmaddwd, then vpdpwssd adds the others. */
 static inline __m512i k16_msum(const q4k_panel16 *p, int i, const int32_t bp[4]) {
     __m512i ms = k16_mins(p, i, 0, bp);
     #pragma GCC unroll 3
-    for (int c = 1; c < 4; c++) ms = _mm512_add_epi32(ms, k16_mins(p, i, c, bp));
+    for (int c = 1; c < 4; c++) ms = _mm512_dpwssd_epi32(ms, p->m[i][c], _mm512_set1_epi32(bp[c]));
     return ms;
+}
+
+/* isum[t] += the scaled sums of groups g0 .. g1-1 of block i against the T tokens' blocks ab. */
+static inline __attribute__((always_inline)) void k16_groups(int T, const q4k_panel16 *p, int i, int g0, int g1,
+                                                             const nb_block_q8_k *const ab[], __m512i isum[]) {
+    #pragma GCC unroll 1
+    for (int g = g0; g < g1; g++) {
+        __m512i p16[NB_PANEL_G];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) p16[t] = _mm512_setzero_si512();
+        #pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            const __m512i q = _mm512_load_si512(&p->q[i][g][k]);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) p16[t] = nb_avx512_codes16(p16[t], q, ab[t]->qs + 32 * g + 4 * k);
+        }
+        const __m512i s = _mm512_load_si512(&p->s[i][g]);
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(p16[t], s));
+    }
 }
 
 static inline __attribute__((always_inline)) void k_tokens16(int order, int T, const void *pv, int nb,
                                                              const uint8_t *a, size_t as, __m256 acc[][8], int first) {
     const q4k_panel16 *p = pv;
-    __m512 c0[NB_PANEL_G];
+    __m512 c[NB_PANEL_G];
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) c0[t] = first ? _mm512_setzero_ps() : _mm512_loadu_ps((const float *)acc[t]);
+    for (int t = 0; t < T; t++) c[t] = first ? _mm512_setzero_ps() : _mm512_loadu_ps((const float *)acc[t]);
     for (int i = 0; i < nb; i++) {
         const nb_block_q8_k *ab[NB_PANEL_G];
         __m512i isum[NB_PANEL_G];
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) ab[t] = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
-        #pragma GCC unroll 1
-        for (int c = 0; c < 4; c++) {
-            if (c == 0 || order == K16_Q4_BATCH) {
+        if (order == K16_Q4_BATCH) {
+            #pragma GCC unroll 1
+            for (int m = 0; m < 4; m++) {
                 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) isum[t] = _mm512_setzero_si512();
-            }
-            #pragma GCC unroll 2
-            for (int g = 2 * c; g < 2 * c + 2; g++) {
-                __m512i p16[NB_PANEL_G];
-                #pragma GCC unroll 8
-                for (int t = 0; t < T; t++) p16[t] = _mm512_setzero_si512();
-                #pragma GCC unroll 8
-                for (int k = 0; k < 8; k++) {
-                    const __m512i q = _mm512_load_si512(&p->q[i][g][k]);
-                    #pragma GCC unroll 8
-                    for (int t = 0; t < T; t++) p16[t] = nb_avx512_codes16(p16[t], q, ab[t]->qs + 32 * g + 4 * k);
-                }
-                const __m512i s = _mm512_load_si512(&p->s[i][g]);
-                #pragma GCC unroll 8
-                for (int t = 0; t < T; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(p16[t], s));
-            }
-            if (order == K16_Q4_BATCH) {
+                k16_groups(T, p, i, 2 * m, 2 * m + 2, ab, isum);
                 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++)
-                    c0[t] = _mm512_fmadd_ps(_mm512_mul_ps(p->d[i], _mm512_set1_ps(ab[t]->d)), _mm512_cvtepi32_ps(isum[t]), c0[t]);
+                    c[t] = _mm512_fmadd_ps(_mm512_mul_ps(p->d[i], _mm512_set1_ps(ab[t]->d)), _mm512_cvtepi32_ps(isum[t]), c[t]);
             }
+            continue;
         }
         #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) isum[t] = _mm512_setzero_si512();
+        k16_groups(T, p, i, 0, 8, ab, isum);
+        #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
+            const __m512 da = _mm512_set1_ps(ab[t]->d);
             if (order == K16_Q4_BLOCK)
-                c0[t] = _mm512_fmadd_ps(_mm512_mul_ps(p->d[i], _mm512_set1_ps(ab[t]->d)), _mm512_cvtepi32_ps(isum[t]), c0[t]);
-            if (order != K16_Q5_BATCH) continue;
-            int32_t bp[4];
-            q4k_bpairs(ab[t], bp);
-            const __m512i ms = k16_msum(p, i, bp);
-            const __m512 res = _mm512_fnmadd_ps(p->dmin[i], _mm512_cvtepi32_ps(ms), _mm512_mul_ps(p->d[i], _mm512_cvtepi32_ps(isum[t])));
-            c0[t] = _mm512_fmadd_ps(res, _mm512_set1_ps(ab[t]->d), c0[t]);
+                c[t] = _mm512_fmadd_ps(_mm512_mul_ps(p->d[i], da), _mm512_cvtepi32_ps(isum[t]), c[t]);
+            else {
+                int32_t bq[4];
+                q4k_bpairs(ab[t], bq);
+                const __m512 res = _mm512_fnmadd_ps(p->dmin[i], _mm512_cvtepi32_ps(k16_msum(p, i, bq)),
+                                                    _mm512_mul_ps(p->d[i], _mm512_cvtepi32_ps(isum[t])));
+                c[t] = _mm512_fmadd_ps(res, da, c[t]);
+            }
         }
     }
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) _mm512_storeu_ps((float *)acc[t], c0[t]);
+    for (int t = 0; t < T; t++) _mm512_storeu_ps((float *)acc[t], c[t]);
     if (order == K16_Q5_BATCH) return;
-    __m512 c1[NB_PANEL_G];
+    int32_t bp[NB_PANEL_G][KB][4];
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) c1[t] = first ? _mm512_setzero_ps() : _mm512_loadu_ps((const float *)acc[t] + 16);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < nb; i++) q4k_bpairs((const nb_block_q8_k *)(a + (size_t)t * as) + i, bp[t][i]);
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) c[t] = first ? _mm512_setzero_ps() : _mm512_loadu_ps((const float *)acc[t] + 16);
     for (int i = 0; i < nb; i++) {
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            const nb_block_q8_k *ab = (const nb_block_q8_k *)(a + (size_t)t * as) + i;
-            int32_t bp[4];
-            q4k_bpairs(ab, bp);
-            const __m512 dm = _mm512_mul_ps(p->dmin[i], _mm512_set1_ps(ab->d));
+            const __m512 dm = _mm512_mul_ps(p->dmin[i], _mm512_set1_ps(((const nb_block_q8_k *)(a + (size_t)t * as) + i)->d));
             if (order == K16_Q4_BATCH) {
                 #pragma GCC unroll 4
-                for (int c = 0; c < 4; c++) c1[t] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(k16_mins(p, i, c, bp)), c1[t]);
+                for (int m = 0; m < 4; m++) c[t] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(k16_mins(p, i, m, bp[t][i])), c[t]);
             } else
-                c1[t] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(k16_msum(p, i, bp)), c1[t]);
+                c[t] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(k16_msum(p, i, bp[t][i])), c[t]);
         }
     }
     #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) _mm512_storeu_ps((float *)acc[t] + 16, c1[t]);
+    for (int t = 0; t < T; t++) _mm512_storeu_ps((float *)acc[t] + 16, c[t]);
 }
 
 static inline __attribute__((always_inline)) void q4k_tokens16(int T, const void *pv, int nb, const uint8_t *a,
