@@ -26,6 +26,7 @@ static inline __m256i pack32(const __m256i q[4]) {
 /* 32 floats times a multiplier, rounded, narrowed to 32 bytes in element order. */
 static inline __m256i round_pack32(const __m256 v[4], __m256 mul) {
     __m256i q[4];
+    #pragma GCC unroll 4
     for (int k = 0; k < 4; k++) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], mul));
     return pack32(q);
 }
@@ -34,6 +35,7 @@ static inline __m256i round_pack32(const __m256 v[4], __m256 mul) {
 static inline float load_amax32(const float *x, __m256 v[4]) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 m = _mm256_setzero_ps();
+    #pragma GCC unroll 4
     for (int k = 0; k < 4; k++) {
         v[k] = _mm256_loadu_ps(x + 8 * k);
         m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
@@ -57,6 +59,7 @@ static void act_q8_1_avx2(const float *x, void *dst, int64_t n) {
         const float amax = load_amax32(x + i * NB_QK8_1, v), d = amax / 127.f;
         const __m256 mul = _mm256_set1_ps(amax != 0 ? 127.f / amax : 0);
         __m256i q[4];
+        #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], mul));
         const int32_t isum = nb_avx2_hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
         _mm256_storeu_si256((__m256i *)b[i].qs, pack32(q));
@@ -91,6 +94,7 @@ static void act_q8_0x_avx2(const float *x, void *dst, int64_t n) {
 static inline void bsums16(const __m256i q[8], int16_t *out) {
     const __m256i one8 = _mm256_set1_epi8(1), one16 = _mm256_set1_epi16(1);
     __m256i s[8];
+    #pragma GCC unroll 8
     for (int k = 0; k < 8; k++) s[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(one8, q[k]), one16);
     __m256i g0 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
     __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
@@ -125,8 +129,10 @@ static void act_q8_k_avx2(const float *x, void *dst, int64_t n) {
         }
         const __m256 mul = _mm256_set1_ps(iscale);
         __m256i q[8];
+        #pragma GCC unroll 8
         for (int k = 0; k < 8; k++) {
             __m256 v[4];
+            #pragma GCC unroll 4
             for (int j = 0; j < 4; j++) v[j] = _mm256_loadu_ps(x + 32 * k + 8 * j);
             q[k] = round_pack32(v, mul);
             _mm256_storeu_si256((__m256i *)(b[i].qs + 32 * k), q[k]);
