@@ -85,10 +85,12 @@ static void qk_tile8(const float *kt, int D, const float *q, int R, int n, float
         }
     }
     const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1), m1 = (__mmask16)(n >= 32 ? 0xffff : n > 16 ? (1u << (n - 16)) - 1 : 0);
-    for (int r = 0; r < R; r++) {
-        _mm512_mask_storeu_ps(s + (size_t)r * lds, m0, a[r][0]);
-        _mm512_mask_storeu_ps(s + (size_t)r * lds + 16, m1, a[r][1]);
-    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) /* a constant r: the tile stays in registers */
+        if (r < R) {
+            _mm512_mask_storeu_ps(s + (size_t)r * lds, m0, a[r][0]);
+            _mm512_mask_storeu_ps(s + (size_t)r * lds + 16, m1, a[r][1]);
+        }
 }
 
 void nb_attn_qk_avx512(int ktype, const void *k, size_t ks, int nk, int D, const float *qp, int rows, float *s,
