@@ -594,17 +594,25 @@ static void fa_run(const batch *b, const fa_item *it, float *scratch, float *out
 }
 
 /* A unit's attention output: its parts (slots `stride` floats apart, in part order) merged, each
- * rescaled to the largest maximum, the accumulators divided by the sum. */
+ * rescaled to the largest maximum, the accumulators divided by the sum. A unit of one part (a
+ * prefill's) weighs its part by exp(0) = 1 and its accumulators, sums from +0, are never -0, so
+ * the merge is a copy: the row is its accumulators times the inverse sum. */
 static void fa_output(const batch *b, const fa_item *it, const float *slot, size_t stride) {
     const nb_model_info *in = &b->a->m->info;
     const int D = in->head_dim, HQ = in->n_head, G = HQ / in->n_head_kv, R = (it->r1 - it->r0) * G;
     for (int r = 0; r < R; r++) {
+        float *out = b->a->att + ((size_t)(it->r0 + r / G) * HQ + (size_t)it->g * G + (size_t)(r % G)) * D;
+        if (it->n_part == 1) {
+            const float lp = slot[(size_t)R * D + R + r];
+            memcpy(out, slot + (size_t)r * D, sizeof(float) * (size_t)D);
+            nb_vec_scale(out, D, lp > 0 ? 1.0f / lp : 0.0f);
+            continue;
+        }
         float m = -INFINITY, l = 0;
         for (int p = 0; p < it->n_part; p++) {
             const float mp = slot[(size_t)p * stride + (size_t)R * D + (size_t)r];
             m = mp > m ? mp : m;
         }
-        float *out = b->a->att + ((size_t)(it->r0 + r / G) * HQ + (size_t)it->g * G + (size_t)(r % G)) * D;
         memset(out, 0, sizeof(float) * (size_t)D);
         for (int p = 0; p < it->n_part; p++) {
             const float *acc = slot + (size_t)p * stride, mp = acc[(size_t)R * D + r], lp = acc[(size_t)R * D + R + r];
