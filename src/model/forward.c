@@ -594,9 +594,10 @@ static void fa_run(const batch *b, const fa_item *it, float *scratch, float *out
 }
 
 /* A unit's attention output: its parts (slots `stride` floats apart, in part order) merged, each
- * rescaled to the largest maximum, the accumulators divided by the sum. A unit of one part (a
- * prefill's) weighs its part by exp(0) = 1 and its accumulators, sums from +0, are never -0, so
- * the merge is a copy: the row is its accumulators times the inverse sum. */
+ * rescaled to the largest maximum, the accumulators divided by the sum. A unit of one part (every
+ * prefill unit, a decode unit of few keys) weighs its part by exp(0) = 1 and its accumulators,
+ * sums from +0, are never -0, so the merge is a copy: the row is its accumulators times the
+ * inverse sum. */
 static void fa_output(const batch *b, const fa_item *it, const float *slot, size_t stride) {
     const nb_model_info *in = &b->a->m->info;
     const int D = in->head_dim, HQ = in->n_head, G = HQ / in->n_head_kv, R = (it->r1 - it->r0) * G;
