@@ -51,14 +51,15 @@ typedef void (*tile_fn)(const float *vf, int D, int n, const float *p, size_t ld
 TILE(1) TILE(2) TILE(3) TILE(4) TILE(5) TILE(6) TILE(7) TILE(8)
 static const tile_fn tiles[PV_ROWS] = {tile32_1, tile32_2, tile32_3, tile32_4, tile32_5, tile32_6, tile32_7, tile32_8};
 
-/* Decode (rows <= 4: a kv head's query heads) over F16, F32 or BF16 cells: elements d .. d+63 of
- * the R rows (16 registers) held over a group of DV_KEYS value rows, each row's 64 elements
- * converted in 4 registers once for all R rows, each element one fma per row in row order (the
- * reference's). Per key and 64 elements 4 conversions, R broadcasts and 4R fma, where the AVX2
- * set's 16-element tiles took a broadcast load per fma pair. Each row asks for the same part of
- * the row DV_KEYS on, into L2 (_MM_HINT_T1): asked into L1, the requests in flight were as many
- * as L1 tracks, and values read from memory ran at half their in-cache rate (bench_attn
- * --decode, Zen 4). */
+/* Decode (rows <= 4: a kv head's query heads) over F16, F32 or BF16 cells: W elements of the R
+ * rows (W = 64, or 128 for one or two rows: up to 16 registers) held over a group of DV_KEYS value
+ * rows, each row's W elements converted in registers once for all R rows, each element one fma
+ * per row in row order (the reference's). Per key and 64 elements 4 conversions, R broadcasts and
+ * 4R fma, where the AVX2 set's 16- or 32-element tiles took a broadcast load per fma pair (two
+ * rows over 64 elements ran 0.94x the AVX2 tiles in cache, over 128 1.05x). Each row asks for
+ * the same part of the row DV_KEYS on, into L2 (_MM_HINT_T1): asked into L1, the requests in
+ * flight were as many as L1 tracks, and values read from memory ran at half their in-cache rate
+ * (bench_attn --decode, Zen 4). */
 enum { DV_KEYS = 32, DV_W = 64 };
 
 static inline __attribute__((always_inline)) __m512 dv_load16(int vtype, const uint8_t *row, int d) {
@@ -67,32 +68,32 @@ static inline __attribute__((always_inline)) __m512 dv_load16(int vtype, const u
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(row + 2 * (size_t)d))), 16));
 }
 
-static inline __attribute__((always_inline)) void dv_tile(int vtype, int R, const uint8_t *v, size_t vs, int n, int D,
-                                                          const float *p, size_t ldp, float *acc, int d) {
+static inline __attribute__((always_inline)) void dv_tile(int vtype, int R, int W, const uint8_t *v, size_t vs, int n,
+                                                          int D, const float *p, size_t ldp, float *acc, int d) {
     const size_t esz = vtype == NB_TYPE_F32 ? 4 : 2, ahead = (size_t)DV_KEYS * vs;
-    __m512 a[4][DV_W / 16];
+    __m512 a[4][8];
     #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
-        #pragma GCC unroll 4
-        for (int k = 0; k < DV_W / 16; k++) a[r][k] = _mm512_loadu_ps(acc + (size_t)r * D + d + 16 * k);
+        #pragma GCC unroll 8
+        for (int k = 0; k < W / 16; k++) a[r][k] = _mm512_loadu_ps(acc + (size_t)r * D + d + 16 * k);
     for (int j = 0; j < n; j++) {
         const uint8_t *row = v + (size_t)j * vs;
-        #pragma GCC unroll 4
-        for (size_t o = 0; o < DV_W * esz; o += 64) _mm_prefetch((const char *)row + ahead + esz * (size_t)d + o, _MM_HINT_T1);
-        __m512 x[DV_W / 16];
-        #pragma GCC unroll 4
-        for (int k = 0; k < DV_W / 16; k++) x[k] = dv_load16(vtype, row, d + 16 * k);
+        #pragma GCC unroll 8
+        for (size_t o = 0; o < (size_t)W * esz; o += 64) _mm_prefetch((const char *)row + ahead + esz * (size_t)d + o, _MM_HINT_T1);
+        __m512 x[8];
+        #pragma GCC unroll 8
+        for (int k = 0; k < W / 16; k++) x[k] = dv_load16(vtype, row, d + 16 * k);
         #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const __m512 w = _mm512_set1_ps(p[(size_t)r * ldp + (size_t)j]);
-            #pragma GCC unroll 4
-            for (int k = 0; k < DV_W / 16; k++) a[r][k] = _mm512_fmadd_ps(w, x[k], a[r][k]);
+            #pragma GCC unroll 8
+            for (int k = 0; k < W / 16; k++) a[r][k] = _mm512_fmadd_ps(w, x[k], a[r][k]);
         }
     }
     #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
-        #pragma GCC unroll 4
-        for (int k = 0; k < DV_W / 16; k++) _mm512_storeu_ps(acc + (size_t)r * D + d + 16 * k, a[r][k]);
+        #pragma GCC unroll 8
+        for (int k = 0; k < W / 16; k++) _mm512_storeu_ps(acc + (size_t)r * D + d + 16 * k, a[r][k]);
 }
 
 static inline __attribute__((always_inline)) void dv_rows(int vtype, const uint8_t *v, size_t vs, int nk, int D,
@@ -100,13 +101,18 @@ static inline __attribute__((always_inline)) void dv_rows(int vtype, const uint8
     for (int j0 = 0; j0 < nk; j0 += DV_KEYS) {
         const int n = nk - j0 < DV_KEYS ? nk - j0 : DV_KEYS;
         const uint8_t *vj = v + (size_t)j0 * vs;
-        for (int d = 0; d < D; d += DV_W)
-            switch (rows) {
-            case 1: dv_tile(vtype, 1, vj, vs, n, D, p + j0, ldp, acc, d); break;
-            case 2: dv_tile(vtype, 2, vj, vs, n, D, p + j0, ldp, acc, d); break;
-            case 3: dv_tile(vtype, 3, vj, vs, n, D, p + j0, ldp, acc, d); break;
-            default: dv_tile(vtype, 4, vj, vs, n, D, p + j0, ldp, acc, d);
-            }
+        if (rows <= 2 && D % 128 == 0)
+            for (int d = 0; d < D; d += 128)
+                if (rows == 1) dv_tile(vtype, 1, 128, vj, vs, n, D, p + j0, ldp, acc, d);
+                else dv_tile(vtype, 2, 128, vj, vs, n, D, p + j0, ldp, acc, d);
+        else
+            for (int d = 0; d < D; d += DV_W)
+                switch (rows) {
+                case 1: dv_tile(vtype, 1, DV_W, vj, vs, n, D, p + j0, ldp, acc, d); break;
+                case 2: dv_tile(vtype, 2, DV_W, vj, vs, n, D, p + j0, ldp, acc, d); break;
+                case 3: dv_tile(vtype, 3, DV_W, vj, vs, n, D, p + j0, ldp, acc, d); break;
+                default: dv_tile(vtype, 4, DV_W, vj, vs, n, D, p + j0, ldp, acc, d);
+                }
     }
 }
 
