@@ -12,6 +12,7 @@
  * one fma per element in element order. All keep the reference's order and the AVX2 set's, so
  * the bits are the same (test_kv).
  */
+#include "formats/blocks.h"
 #include "formats/types.h"
 #include "kernels/api.h"
 #include "kernels/x86/avx512/avx512.h"
@@ -62,15 +63,51 @@ static const tile_fn tiles[PV_ROWS] = {tile32_1, tile32_2, tile32_3, tile32_4, t
  * (bench_attn --decode, Zen 4). */
 enum { DV_KEYS = 32, DV_W = 64 };
 
-static inline __attribute__((always_inline)) __m512 dv_load16(int vtype, const uint8_t *row, int d) {
-    if (vtype == NB_TYPE_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * (size_t)d)));
-    if (vtype == NB_TYPE_F32) return _mm512_loadu_ps((const float *)row + d);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(row + 2 * (size_t)d))), 16));
+/* Elements d .. d+31 of a value row into x[0..1], exactly (d a multiple of 32): Q8_0 as q * d,
+ * Q4_0 as (q - 8) * d (one fma, q * d - 8d: the exact value rounded once), elements 0-15 of its
+ * block in the bytes' low nibbles and 16-31 in the high ones; the block's scale converted once. */
+static inline __attribute__((always_inline)) void dv_load32(int vtype, const uint8_t *row, int d, __m512 x[2]) {
+    if (vtype == NB_TYPE_F16) {
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) x[h] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * (size_t)(d + 16 * h))));
+    } else if (vtype == NB_TYPE_F32) {
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) x[h] = _mm512_loadu_ps((const float *)row + d + 16 * h);
+    } else if (vtype == NB_TYPE_BF16) {
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+            x[h] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(row + 2 * (size_t)(d + 16 * h)))), 16));
+    } else if (vtype == NB_TYPE_Q8_0) {
+        const nb_block_q8_0 *b = (const nb_block_q8_0 *)row + d / NB_QK8_0;
+        const __m512 s = _mm512_cvtph_ps(_mm256_set1_epi16((short)b->d));
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+            x[h] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b->qs + 16 * h)))), s);
+    } else {
+        const nb_block_q4_0 *b = (const nb_block_q4_0 *)row + d / NB_QK4_0;
+        const __m512 s = _mm512_cvtph_ps(_mm256_set1_epi16((short)b->d)), m8 = _mm512_mul_ps(s, _mm512_set1_ps(-8.0f));
+        const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->qs));
+        x[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_and_si512(q, _mm512_set1_epi32(15))), s, m8);
+        x[1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4)), s, m8);
+    }
+}
+
+/* Where in a value row the W elements from d lie: bytes off .. off+len-1. */
+static inline size_t dv_span(int vtype, int d, int W, size_t *len) {
+    if (vtype == NB_TYPE_Q8_0 || vtype == NB_TYPE_Q4_0) {
+        const size_t bb = vtype == NB_TYPE_Q8_0 ? sizeof(nb_block_q8_0) : sizeof(nb_block_q4_0);
+        *len = (size_t)(W / 32) * bb;
+        return (size_t)(d / 32) * bb;
+    }
+    const size_t esz = vtype == NB_TYPE_F32 ? 4 : 2;
+    *len = (size_t)W * esz;
+    return (size_t)d * esz;
 }
 
 static inline __attribute__((always_inline)) void dv_tile(int vtype, int R, int W, const uint8_t *v, size_t vs, int n,
                                                           int D, const float *p, size_t ldp, float *acc, int d) {
-    const size_t esz = vtype == NB_TYPE_F32 ? 4 : 2, ahead = (size_t)DV_KEYS * vs;
+    size_t len;
+    const size_t off = dv_span(vtype, d, W, &len), ahead = (size_t)DV_KEYS * vs + off;
     __m512 a[4][8];
     #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
@@ -79,10 +116,10 @@ static inline __attribute__((always_inline)) void dv_tile(int vtype, int R, int 
     for (int j = 0; j < n; j++) {
         const uint8_t *row = v + (size_t)j * vs;
         #pragma GCC unroll 8
-        for (size_t o = 0; o < (size_t)W * esz; o += 64) _mm_prefetch((const char *)row + ahead + esz * (size_t)d + o, _MM_HINT_T1);
+        for (size_t o = 0; o < len; o += 64) _mm_prefetch((const char *)row + ahead + o, _MM_HINT_T1);
         __m512 x[8];
-        #pragma GCC unroll 8
-        for (int k = 0; k < W / 16; k++) x[k] = dv_load16(vtype, row, d + 16 * k);
+        #pragma GCC unroll 4
+        for (int k = 0; k < W / 16; k += 2) dv_load32(vtype, row, d + 16 * k, x + k);
         #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const __m512 w = _mm512_set1_ps(p[(size_t)r * ldp + (size_t)j]);
@@ -118,10 +155,12 @@ static inline __attribute__((always_inline)) void dv_rows(int vtype, const uint8
 
 void nb_attn_pv_avx512(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows,
                        float *acc) {
-    if (rows <= 4 && D % DV_W == 0 && (vtype == NB_TYPE_F16 || vtype == NB_TYPE_F32 || vtype == NB_TYPE_BF16)) {
+    if (rows <= 4 && D % DV_W == 0) {
         if (vtype == NB_TYPE_F16) dv_rows(NB_TYPE_F16, v, vs, nk, D, p, ldp, rows, acc);
         else if (vtype == NB_TYPE_F32) dv_rows(NB_TYPE_F32, v, vs, nk, D, p, ldp, rows, acc);
-        else dv_rows(NB_TYPE_BF16, v, vs, nk, D, p, ldp, rows, acc);
+        else if (vtype == NB_TYPE_BF16) dv_rows(NB_TYPE_BF16, v, vs, nk, D, p, ldp, rows, acc);
+        else if (vtype == NB_TYPE_Q8_0) dv_rows(NB_TYPE_Q8_0, v, vs, nk, D, p, ldp, rows, acc);
+        else dv_rows(NB_TYPE_Q4_0, v, vs, nk, D, p, ldp, rows, acc);
         return;
     }
     if (rows <= 4 || D % 32) {
