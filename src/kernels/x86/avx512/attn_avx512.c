@@ -1,16 +1,15 @@
 /*
- * attn_avx512.c: nb_attn_pv and nb_attn_qk (api.h) with 512-bit registers for the fused
- * attention. The value sums of prefill (more than 4 rows, heads a multiple of 32): 32 elements
- * of up to 128 value rows at a time decoded into f32 (nb_attn_decode_chunk_avx2), then tiles of
- * up to 8 output rows x those 32 elements held in 16 registers while the decoded rows go by: per
- * row 2 loads, per output row a broadcast and 2 fma. Those of decode (4 rows or fewer, heads a
- * multiple of 64) over float cells: tiles that convert the rows in registers (dv_tile); over
- * quantized cells, and other head sizes, the AVX2 set's path. Each element gets one fma per row
- * in row order. The scores: QK_KEYS keys at a time transposed into f32
- * (nb_attn_qk_blocks_avx2), then per group of 8 packed query rows a tile of 8 rows x 32 keys in
- * 16 registers over the elements: per element 2 loads, per row an fma-folded broadcast and 2 fma,
- * one fma per element in element order. All keep the reference's order and the AVX2 set's, so
- * the bits are the same (test_kv).
+ * attn_avx512.c: nb_attn_pv and nb_attn_qk (api.h) with 512-bit registers for the fused attention.
+ * The value sums of prefill (more than 4 rows, heads a multiple of 32): 32 elements of up to 128
+ * value rows at a time decoded into f32 (nb_attn_decode_chunk_avx2), then tiles of up to 8 output
+ * rows x those 32 elements held in 16 registers while the decoded rows go by: per row 2 loads, per
+ * output row a broadcast and 2 fma. Those of decode (4 rows or fewer, heads a multiple of 64):
+ * tiles that convert the rows in registers (dv_tile); other head sizes take the AVX2 set's path.
+ * Each element gets one fma per row in row order. The scores: QK_KEYS keys at a time transposed
+ * into f32 (nb_attn_qk_blocks_avx2), then per group of 8 packed query rows a tile of 8 rows x 32
+ * keys in 16 registers over the elements: per element 2 loads, per row an fma-folded broadcast and
+ * 2 fma, one fma per element in element order. All keep the reference's order and the AVX2 set's,
+ * so the bits are the same (test_kv).
  */
 #include "formats/blocks.h"
 #include "formats/types.h"
@@ -52,14 +51,14 @@ typedef void (*tile_fn)(const float *vf, int D, int n, const float *p, size_t ld
 TILE(1) TILE(2) TILE(3) TILE(4) TILE(5) TILE(6) TILE(7) TILE(8)
 static const tile_fn tiles[PV_ROWS] = {tile32_1, tile32_2, tile32_3, tile32_4, tile32_5, tile32_6, tile32_7, tile32_8};
 
-/* Decode (rows <= 4: a kv head's query heads) over F16, F32 or BF16 cells: W elements of the R
- * rows (W = 64, or 128 for one or two rows: up to 16 registers) held over a group of DV_KEYS value
- * rows, each row's W elements converted in registers once for all R rows, each element one fma
- * per row in row order (the reference's). Per key and 64 elements 4 conversions, R broadcasts and
- * 4R fma, where the AVX2 set's 16- or 32-element tiles took a broadcast load per fma pair (two
- * rows over 64 elements ran 0.94x the AVX2 tiles in cache, over 128 1.05x). Each row asks for
- * the same part of the row DV_KEYS on, into L2 (_MM_HINT_T1): asked into L1, the requests in
- * flight were as many as L1 tracks, and values read from memory ran at half their in-cache rate
+/* Decode (rows <= 4: a kv head's query heads) over F16, F32, BF16, Q8_0 or Q4_0 cells: W elements
+ * of the R rows (W = 64, or 128 for one or two rows: up to 16 registers) held over a group of
+ * DV_KEYS value rows, each row's W elements converted in registers once for all R rows, each
+ * element one fma per row in row order (the reference's). Per key and 64 elements 4 conversions, R
+ * broadcasts and 4R fma, where the AVX2 set's 16- or 32-element tiles took a broadcast load per
+ * fma pair (two rows over 64 elements ran 0.94x the AVX2 tiles in cache, over 128 1.05x). Each row
+ * asks for the same part of the row DV_KEYS on, into L2 (_MM_HINT_T1): asked into L1, the requests
+ * in flight were as many as L1 tracks, and values read from memory ran at half their in-cache rate
  * (bench_attn --decode, Zen 4). */
 enum { DV_KEYS = 32, DV_W = 64 };
 
