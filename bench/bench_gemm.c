@@ -100,8 +100,9 @@ int main(int argc, char **argv) {
             if (nb_row_bytes(ty, n_in, &rb)) continue; /* the block does not divide the row */
             void *w;
             if (nb_bench_matrix(ty, n_out, n_in, 12345, &w, &rb)) return fprintf(stderr, "bench_gemm: %s\n", nb_last_error()), 1;
-            const char *quant = nb_matmul_kernel_name(ty, NB_ROUTE_QUANT);
-            const int has_block = nb_matmul_kernel_name(ty, NB_ROUTE_BLOCK) != quant;
+            /* the matrix's own kernels (a Q4_0 matrix of a multiple of 8 rows: its 8-row order on both routes) */
+            const char *quant = nb_matmul_matrix_kernel_name(ty, n_out, NB_ROUTE_QUANT);
+            const int has_block = nb_matmul_matrix_kernel_name(ty, n_out, NB_ROUTE_BLOCK) != quant;
             double r[2][MAX_ROUNDS];
             for (int k = 0; k < rounds; k++) {
                 r[0][k] = sample(pool, ty, w, n_out, n_in, x, n, y, NB_ROUTE_QUANT);

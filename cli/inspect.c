@@ -26,10 +26,25 @@ static const char *const hparams[] = {
 };
 #define N_HPARAMS (int)(sizeof hparams / sizeof hparams[0])
 
-/* Which kernel a weight type runs on here. One place to change when the kernels say more. */
-static const char *kernel_path(int type) {
-    const char *k = nb_matmul_kernel_name(type, NB_ROUTE_QUANT);
-    return k ? k : "none";
+/* Which kernels the file's weights of a type run on here, into buf: the type's own, or, where a
+ * matrix's row count chooses another (Q4_0's 8-row order), each with its count of matrices. */
+static const char *kernel_path(const nb_gguf *g, int type, char *buf, size_t cap) {
+    const char *k[2] = {NULL, NULL};
+    long long n[2] = {0, 0};
+    for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) {
+        const nb_gguf_tensor *t = nb_gguf_tensor_at(g, i);
+        if (t->type != type || t->n_dims < 2) continue;
+        const char *name = nb_matmul_matrix_kernel_name(type, nb_gguf_tensor_rows(t), NB_ROUTE_QUANT);
+        const int j = !k[0] || k[0] == name ? 0 : 1; /* names are the tables' own strings */
+        k[j] = name;
+        n[j]++;
+    }
+    if (!k[1]) {
+        const char *own = k[0] ? k[0] : nb_matmul_kernel_name(type, NB_ROUTE_QUANT);
+        return own ? own : "none";
+    }
+    snprintf(buf, cap, "%s (%lld matrices), %s (%lld)", k[0], n[0], k[1], n[1]);
+    return buf;
 }
 
 typedef struct summary {
@@ -137,8 +152,10 @@ static void print_human(const summary *s, int tensors) {
     if (s->model) print_read(nb_model_get_info(s->model));
     else printf("runs:         no: %s\n", arg_safe(0, s->why));
     printf("\n%-8s %8s %14s %12s %7s %8s  %s\n", "type", "tensors", "parameters", "MiB", "share", "bits/w", "kernel");
-    for (int i = 0; i < c->n_types; i++)
-        print_count(g, nb_type_name(c->types[i].type), &c->types[i], kernel_path(c->types[i].type));
+    for (int i = 0; i < c->n_types; i++) {
+        char buf[160];
+        print_count(g, nb_type_name(c->types[i].type), &c->types[i], kernel_path(g, c->types[i].type, buf, sizeof buf));
+    }
     print_count(g, "total", &c->total, "(effective bits per weight of the file)");
     if (c->n_fallback) {
         printf("\nfallbacks: %llu weight tensors hold another type than the K-quant recipe wanted:\n",
@@ -212,11 +229,12 @@ static void print_json(const summary *s) {
     printf("\n  },\n  \"census\": [");
     for (int i = 0; i < c->n_types; i++) {
         const nb_census_count *n = &c->types[i];
+        char buf[160];
         printf("%s\n    {\"type\": \"%s\", \"id\": %d, \"tensors\": %llu, \"parameters\": %llu, \"bytes\": %llu, "
                "\"share\": %.6f, \"bits_per_weight\": %.6f, \"kernel\": \"%s\"}",
                i ? "," : "", nb_type_name(n->type), n->type, (unsigned long long)n->tensors, (unsigned long long)n->params,
                (unsigned long long)n->bytes, (double)n->bytes / (double)nb_gguf_file_size(g), n->bits_per_weight,
-               kernel_path(n->type));
+               kernel_path(g, n->type, buf, sizeof buf));
     }
     printf("\n  ],\n  \"total\": {\"tensors\": %llu, \"parameters\": %llu, \"bytes\": %llu, \"bits_per_weight\": %.6f},\n",
            (unsigned long long)c->total.tensors, (unsigned long long)c->total.params, (unsigned long long)c->total.bytes,

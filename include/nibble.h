@@ -231,6 +231,10 @@ NB_API nb_status nb_matmul_strided(nb_pool *pool, int wtype, const void *w, size
  * NULL (with nb_last_error set) when nibble has no kernel for the type or the route is not an
  * nb_route. */
 NB_API const char *nb_matmul_kernel_name(int wtype, nb_route route);
+/* The same for a weight matrix of n_out rows, whose row count may choose the kernel (a Q4_0 matrix
+ * of a multiple of 8 rows runs llama.cpp's 8-row order: "... (8-row order)"); n_out 0 names the
+ * type's own kernel, as nb_matmul_kernel_name. */
+NB_API const char *nb_matmul_matrix_kernel_name(int wtype, int64_t n_out, nb_route route);
 
 /* ------------------------------------------------------------------ GGUF */
 /* Reader for GGUF v2/v3 (little endian) and writer for v3. The reader maps the file read-only and

@@ -236,6 +236,28 @@ TEST(text_output_escapes_control_bytes) {
     CHECK(rc == 1 && strstr(ERR, "gem\\x1B[31mma") && !strchr(ERR, '\x1b'), "refusal of the architecture: %d %s", rc, ERR);
 }
 
+/* inspect names the kernel each matrix runs on: Q4_0 matrices of a multiple of 8 rows take the
+ * 8-row order, the others the type's own kernel. */
+TEST(inspect_names_kernels_by_matrix) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/q4_0_rows.gguf", TMPD);
+    static const uint8_t zeros[16 * 18];
+    nb_gguf_writer *w;
+    CHECK(!nb_gguf_writer_create(&w), "writer");
+    nb_gguf_writer_set_string(w, "general.architecture", "llama");
+    const int64_t sixteen[2] = {32, 16}, twelve[2] = {32, 12};
+    nb_gguf_writer_add_tensor(w, "a.weight", NB_TYPE_Q4_0, 2, sixteen, zeros);
+    nb_gguf_writer_add_tensor(w, "b.weight", NB_TYPE_Q4_0, 2, sixteen, zeros);
+    nb_gguf_writer_add_tensor(w, "c.weight", NB_TYPE_Q4_0, 2, twelve, zeros);
+    CHECK(!nb_gguf_writer_write(w, path), "write %s: %s", path, nb_last_error());
+    nb_gguf_writer_free(w);
+    int rc = cli("inspect %s", path);
+    CHECK(rc == 0 && strstr(OUT, "q4_0 x q8_0 (8-row order) (2 matrices), ") && strstr(OUT, "q4_0 x q8_0 (1)"),
+          "inspect: exit %d %s%s", rc, OUT, ERR);
+    rc = cli("inspect %s --json", path);
+    CHECK(rc == 0 && strstr(OUT, "(8-row order) (2 matrices), "), "inspect --json: exit %d %s%s", rc, OUT, ERR);
+}
+
 TEST(quantized_inputs_are_named_as_such) {
     if (!have_model()) SKIP("model %s absent", MODEL);
     int rc = cli("explain compare %s blk.0.ffn_down.weight --rows 4", MODEL);
@@ -433,6 +455,7 @@ int main(int argc, char **argv) {
     RUN(llama_cpp_spellings);
     RUN(long_prompt_is_refused_before_it_is_echoed);
     RUN(text_output_escapes_control_bytes);
+    RUN(inspect_names_kernels_by_matrix);
     RUN(quantized_inputs_are_named_as_such);
     RUN(svg_to_standard_output);
     RUN(quantize_output_is_never_clobbered);

@@ -642,6 +642,13 @@ TEST(kernel_names) {
     n = nb_matmul_kernel_name(NB_TYPE_MXFP4, NB_ROUTE_F32);
     CHECK(n && strstr(n, "mxfp4 x f32"), "name %s", n ? n : "(null)");
     CHECK(nb_matmul_kernel_name(NB_TYPE_Q8_K, NB_ROUTE_QUANT) == NULL, "q8_K");
+    /* a Q4_0 matrix's row count chooses its kernel: 8-row copies of a multiple of 8 rows */
+    n = nb_matmul_matrix_kernel_name(NB_TYPE_Q4_0, 16, NB_ROUTE_QUANT);
+    CHECK(n && strstr(n, "q4_0 x q8_0 (8-row order)"), "16 rows: %s", n ? n : "(null)");
+    n = nb_matmul_matrix_kernel_name(NB_TYPE_Q4_0, 12, NB_ROUTE_QUANT);
+    CHECK(n && strstr(n, "q4_0 x q8_0") && !strstr(n, "8-row"), "12 rows: %s", n ? n : "(null)");
+    CHECK(nb_matmul_matrix_kernel_name(NB_TYPE_Q4_0, 0, NB_ROUTE_QUANT) == nb_matmul_kernel_name(NB_TYPE_Q4_0, NB_ROUTE_QUANT),
+          "n_out 0 names the type's own kernel");
 }
 
 /* A strided matrix (rows farther apart than their bytes, as a window of the transposed V cache)

@@ -117,13 +117,15 @@ void nb_attn_qk(int ktype, const void *k, size_t ks, int nk, int D, const float 
     nb_act_get(nb_isa_active())->attn_qk(ktype, k, ks, nk, D, qp, rows, s, lds);
 }
 
-const char *nb_matmul_kernel_name(int wtype, nb_route route) {
+const char *nb_matmul_kernel_name(int wtype, nb_route route) { return nb_matmul_matrix_kernel_name(wtype, 0, route); }
+
+const char *nb_matmul_matrix_kernel_name(int wtype, int64_t n_out, nb_route route) {
     if (route != NB_ROUTE_QUANT && route != NB_ROUTE_F32 && route != NB_ROUTE_BLOCK) {
         nb_fail(NB_ERR_INVALID_ARG, "matmul kernel name: route %d is not NB_ROUTE_QUANT, NB_ROUTE_F32 or NB_ROUTE_BLOCK",
                 (int)route);
         return NULL;
     }
-    const nb_kernel *k = nb_kernel_get(nb_isa_active(), wtype);
+    const nb_kernel *k = nb_kernel_matrix(nb_isa_active(), wtype, n_out);
     if (!k) {
         nb_fail(NB_ERR_UNSUPPORTED, "no matmul kernel for weight type %d (%s)", wtype, nb_type_name(wtype));
         return NULL;
