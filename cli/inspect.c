@@ -34,7 +34,7 @@ static const char *kernel_path(const nb_gguf *g, int type, char *buf, size_t cap
     for (int64_t i = 0; i < nb_gguf_tensor_count(g); i++) {
         const nb_gguf_tensor *t = nb_gguf_tensor_at(g, i);
         if (t->type != type || t->n_dims < 2) continue;
-        const char *name = nb_matmul_matrix_kernel_name(type, nb_gguf_tensor_rows(t), NB_ROUTE_QUANT);
+        const char *name = nb_matmul_matrix_kernel_name(type, t->ne[1], NB_ROUTE_QUANT); /* each matrix's rows */
         const int j = !k[0] || k[0] == name ? 0 : 1; /* names are the tables' own strings */
         k[j] = name;
         n[j]++;
