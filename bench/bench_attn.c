@@ -1,6 +1,6 @@
 /*
  * bench_attn.c: the fused attention's prefill products, one work unit's block as fa_run
- * (src/model/forward.c) calls them: 16 tokens' query heads of one kv head (rows) against 128
+ * (src/model/forward.c) calls them: 32 tokens' query heads of one kv head (rows) against 128
  * cached keys (cells). Scores by nb_attn_qk on packed queries and by nb_matmul's F16 route (the
  * scores' route before nb_attn_qk), and the value sums by nb_attn_pv, in GFLOP/s (2 * rows * keys
  * * head size per call), on the heads of the default model and of the architectures' realistic
@@ -11,7 +11,10 @@
  * Q4_0 cells on the quantized route), values by nb_attn_pv, the two in ns per cached key, and
  * beside them (float cells) the scores by nb_attn_qk, whose packing so few rows do not repay.
  *
- *   bench_attn [-r ROUNDS] [--types f16,bf16,f32] [--decode]
+ *   bench_attn [-r ROUNDS] [--types f16,bf16,f32] [--tokens N] [--decode]
+ *
+ * --tokens: a prefill unit's tokens (forward.c's FA_TOKENS; default 32), to weigh the
+ * packing of keys and values against the rows that share it.
  *
  * One thread (the units are independent, one per thread); medians over rounds with their range,
  * each sample calls repeated for at least 200 ms. The kernel set is the active one
@@ -28,7 +31,7 @@
 #include "nibble.h"
 
 #define MAX_ROUNDS 64
-enum { TOKENS = 16, KEYS = 128, CELLS = 65536 };
+enum { TOKENS = 32, MAX_TOKENS = 256, KEYS = 128, CELLS = 65536 };
 
 typedef struct {
     const char *name;
@@ -56,10 +59,10 @@ static double sample(int k, int ty, const uint8_t *cache, size_t rb, int blocks,
     return 2.0 * R * KEYS * D * (double)calls / t / 1e9;
 }
 
-#define USAGE "usage: bench_attn [-r ROUNDS] [--types f16,bf16,f32,q8_0,q4_0] [--decode]\n"
+#define USAGE "usage: bench_attn [-r ROUNDS] [--types f16,bf16,f32,q8_0,q4_0] [--tokens N] [--decode]\n"
 
 int main(int argc, char **argv) {
-    int rounds = 5, decode = 0;
+    int rounds = 5, decode = 0, unit_tokens = TOKENS;
     const char *type_list = "f16";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -71,15 +74,17 @@ int main(int argc, char **argv) {
         i++;
         if (!strcmp(a, "-r")) rounds = atoi(v);
         else if (!strcmp(a, "--types")) type_list = v;
+        else if (!strcmp(a, "--tokens")) unit_tokens = atoi(v);
         else return fprintf(stderr, USAGE), 2;
     }
     if (rounds < 1 || rounds > MAX_ROUNDS) return fprintf(stderr, "bench_attn: -r is 1..%d\n", MAX_ROUNDS), 2;
+    if (unit_tokens < 1 || unit_tokens > MAX_TOKENS) return fprintf(stderr, "bench_attn: --tokens is 1..%d\n", MAX_TOKENS), 2;
     static const head_shape shapes[] = {{"Gemma 3 270M", 256, 4}, {"Qwen3-0.6B", 128, 2}, {"Llama-3.2-1B", 64, 4},
                                         {"Phi-3-mini", 96, 1}};
     /* prefill: both score routes and the value sums; decode: its own two products first */
     static const int prefill_kernels[] = {QK_PACKED, QK_MATMUL, PV}, decode_kernels[] = {QK_MATMUL, PV, QK_PACKED};
     const int *kernels = decode ? decode_kernels : prefill_kernels;
-    const int tokens = decode ? 1 : TOKENS;
+    const int tokens = decode ? 1 : unit_tokens;
     printf("fused attention's %s (%d token%s x G rows, %d keys), kernel set %s, 1 thread, %d rounds: GFLOP/s, "
            "median (min..max)\n\n", decode ? "decode steps" : "blocks", tokens, tokens > 1 ? "s" : "", KEYS,
            nb_isa_name(nb_isa_active()), rounds);

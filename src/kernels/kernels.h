@@ -189,7 +189,8 @@ const float *nb_gelu_table(void);
 void nb_gelu_prefetch(const float *t, const uint16_t *h, int64_t n);
 void nb_geglu_ref(float *g, const float *u, int64_t n);
 /* nb_attn_pv and nb_attn_qk: the references (ref/attn_ref.c), AVX2's (x86/avx2/attn_avx2.c) and
- * AVX-512's (x86/avx512/attn_avx512.c; nb_act_avx512 is AVX2's set with them). */
+ * AVX-512's (x86/avx512/attn_avx512.c; nb_act_avx512 is AVX2's set with them and its own softmax
+ * exponentials). */
 #define NB_ATTN_MAX_D 1024 /* the longest head nb_attn_pv and nb_attn_qk take (model.h's NB_MAX_HEAD_DIM) */
 void nb_attn_pv_ref(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows, float *acc);
 void nb_attn_pv_avx2(int vtype, const void *v, size_t vs, int nk, int D, const float *p, size_t ldp, int rows, float *acc);
@@ -199,6 +200,8 @@ void nb_attn_qk_ref(int ktype, const void *k, size_t ks, int nk, int D, const fl
 void nb_attn_qk_avx2(int ktype, const void *k, size_t ks, int nk, int D, const float *qp, int rows, float *s, size_t lds);
 void nb_attn_qk_avx512(int ktype, const void *k, size_t ks, int nk, int D, const float *qp, int rows, float *s,
                        size_t lds);
+/* softmax's exponentials on 16 lanes, the AVX-512 set's (x86/avx512/act_avx512.c) */
+double nb_softmax_exp_avx512(const float *x, float *y, int64_t n, float max);
 void nb_act_q8_1_ref(const float *x, void *dst, int64_t n);
 
 /* NB_ACT_Q8_0X (not a GGUF type): the Q8_0 activation codes above plus two exact values derived

@@ -123,7 +123,10 @@ static int att_tokens(int n_batch, int G) {
     const int t = ATT_ROWS / G > 1 ? ATT_ROWS / G : 1;
     return n_batch < t ? n_batch : t;
 }
-enum { FA_TOKENS = 16, FA_KEYS = 128, FA_SPLIT = 64, FA_PARTS = 8 };
+/* FA_TOKENS: a unit's keys and values are converted to f32 once for its rows, so 32 tokens share
+ * each conversion where 16 did (bench_attn --tokens 16 / 32, from memory, Zen 4: scores 1.05-1.24x,
+ * value sums 1.08-1.29x; docs/BENCHMARKS.md, stop 60), for a diagonal block's few more masked keys. */
+enum { FA_TOKENS = 32, FA_KEYS = 128, FA_SPLIT = 64, FA_PARTS = 8 };
 #define FA_SCRATCH(G, D) \
     ((size_t)FA_TOKENS * (size_t)(G) * (2 * (size_t)(D) + FA_KEYS + 2) + NB_ATTN_QK_PACKED(FA_TOKENS * (G), D))
 /* After the threads' scratch: a split decode's parts, per kv head FA_PARTS of G rows. */

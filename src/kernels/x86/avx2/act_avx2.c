@@ -310,8 +310,9 @@ const nb_act_set nb_act_avx2 = {act_q8_0_avx2,    act_q8_k_avx2,  act_q8_0x_avx2
                                 round_f16_avx2,   to_f16_avx2,    softmax_exp_avx2, vec_max_avx2,
                                 vec_scale_avx2,   swiglu_avx2,    geglu_avx2,      rmsnorm_avx2,
                                 nb_attn_pv_avx2,  nb_attn_qk_avx2, nb_rope_body,   "avx2"};
-/* The AVX-512 set's: the same with its own value sums and scores (x86/avx512/attn_avx512.c). */
-const nb_act_set nb_act_avx512 = {act_q8_0_avx2,     act_q8_k_avx2,     act_q8_0x_avx2,   act_q8_1_avx2,
-                                  round_f16_avx2,    to_f16_avx2,       softmax_exp_avx2, vec_max_avx2,
-                                  vec_scale_avx2,    swiglu_avx2,       geglu_avx2,       rmsnorm_avx2,
-                                  nb_attn_pv_avx512, nb_attn_qk_avx512, nb_rope_body,     "avx512"};
+/* The AVX-512 set's: the same with its own value sums and scores (x86/avx512/attn_avx512.c) and
+ * softmax exponentials (x86/avx512/act_avx512.c). */
+const nb_act_set nb_act_avx512 = {act_q8_0_avx2,     act_q8_k_avx2,     act_q8_0x_avx2,        act_q8_1_avx2,
+                                  round_f16_avx2,    to_f16_avx2,       nb_softmax_exp_avx512, vec_max_avx2,
+                                  vec_scale_avx2,    swiglu_avx2,       geglu_avx2,            rmsnorm_avx2,
+                                  nb_attn_pv_avx512, nb_attn_qk_avx512, nb_rope_body,          "avx512"};
