@@ -154,10 +154,42 @@ static inline void q4k_bpairs(const nb_block_q8_k *ab, int32_t bp[4]) {
                                                    _mm_loadu_si128((const __m128i *)ab->bsums + 1)));
 }
 
+/* Block b[r]'s scales of 8 rows r into the panel's forms: s[g] dword r = kp_scale_word(row r's
+ * scale g), m[c] dword r = row r's minimums 2c | 2c+1 << 16, d and dmin the rows' fp16 widened.
+ * Each row's [sc0-3 | sc4-7 | m0-3 | m4-7] as 4 dwords, rows r and r + 4 in the two halves of
+ * x[r], so that a 4 x 4 transpose within the halves leaves dword r of t[j] = row r's dword j. */
+static inline __attribute__((always_inline)) void k_scales8(const nb_block_q4_k *const b[NB_PANEL_R], __m256i s[8],
+                                                            __m256i m[4], __m256 *d, __m256 *dmin) {
+    __m128i sm[NB_PANEL_R];
+    uint32_t dd[NB_PANEL_R];
+    for (int r = 0; r < NB_PANEL_R; r++) {
+        sm[r] = k_scales_mins(b[r]->scales);
+        memcpy(&dd[r], b[r], 4);
+    }
+    __m256i t[4];
+    for (int r = 0; r < 4; r++) t[r] = _mm256_set_m128i(sm[r + 4], sm[r]);
+    nb_transpose4_halves(t);
+    const __m256i ff = _mm256_set1_epi32(0xFF);
+    for (int g = 0; g < 8; g++) {
+        const __m256i tg = t[g / 4];
+        const __m256i sg = (g & 3) == 0 ? tg : (g & 3) == 1 ? _mm256_srli_epi32(tg, 8) : (g & 3) == 2 ? _mm256_srli_epi32(tg, 16) : _mm256_srli_epi32(tg, 24);
+        s[g] = kp_scale_word(_mm256_and_si256(sg, ff));
+    }
+    /* minimum pair c (m_2c | m_2c+1 << 16): bytes 2(c % 2) and 2(c % 2) + 1 of dword 2 + c / 2 */
+    const __m256i pair0 = _mm256_setr_epi8(0, -1, 1, -1, 4, -1, 5, -1, 8, -1, 9, -1, 12, -1, 13, -1, 0, -1, 1, -1, 4, -1, 5, -1,
+                                           8, -1, 9, -1, 12, -1, 13, -1);
+    const __m256i pair1 = _mm256_setr_epi8(2, -1, 3, -1, 6, -1, 7, -1, 10, -1, 11, -1, 14, -1, 15, -1, 2, -1, 3, -1, 6, -1, 7,
+                                           -1, 10, -1, 11, -1, 14, -1, 15, -1);
+    for (int c = 0; c < 4; c++) m[c] = _mm256_shuffle_epi8(t[2 + c / 2], c & 1 ? pair1 : pair0);
+    const __m256i dv = _mm256_loadu_si256((const __m256i *)dd); /* d | dmin << 16 */
+    *d = _mm256_cvtph_ps(kp_lo_words(dv));
+    *dmin = _mm256_cvtph_ps(kp_lo_words(_mm256_srli_epi32(dv, 16)));
+}
+
 /* Rows missing from the 8 repeat the last one: their lanes are computed and never stored. Each
  * 32-byte run of codes is transposed as it is loaded (8 rows in registers, one nb_transpose8 per
- * run), then split into its two groups' nibbles; the scales and minimums of the 8 rows (16 bytes
- * a row) are transposed once as 4 dwords per row. Decoding a panel used to cost 2.6 ns per row and
+ * run), then split into its two groups' nibbles; the scales and minimums as k_scales8 gives them.
+ * Decoding a panel used to cost 2.6 ns per row and
  * 32 elements (in cache, 1 thread), 6 times the products of one token: every code went to memory
  * in row order, then through a transpose in memory. Q5_K (five; its blocks share Q4_K's d, dmin
  * and scales, then hold qh before qs): each row's 32 bytes of fifth bits are transposed once a
@@ -187,32 +219,7 @@ static inline __attribute__((always_inline)) void k_decode(int five, const uint8
                 _mm256_store_si256(&p->q[i][2 * c + 1][k], hi);
             }
         }
-        /* row r's [sc0-3 | sc4-7 | m0-3 | m4-7] as 4 dwords; rows r and r + 4 in the two halves of
-         * x[r], so that a 4 x 4 transpose within the halves leaves dword r of t[j] = row r's dword j */
-        __m128i sm[NB_PANEL_R];
-        uint32_t dd[NB_PANEL_R];
-        for (int r = 0; r < NB_PANEL_R; r++) {
-            sm[r] = k_scales_mins(b[r]->scales);
-            memcpy(&dd[r], b[r], 4);
-        }
-        __m256i t[4];
-        for (int r = 0; r < 4; r++) t[r] = _mm256_set_m128i(sm[r + 4], sm[r]);
-        nb_transpose4_halves(t);
-        const __m256i ff = _mm256_set1_epi32(0xFF);
-        for (int g = 0; g < 8; g++) {
-            const __m256i tg = t[g / 4];
-            const __m256i sg = (g & 3) == 0 ? tg : (g & 3) == 1 ? _mm256_srli_epi32(tg, 8) : (g & 3) == 2 ? _mm256_srli_epi32(tg, 16) : _mm256_srli_epi32(tg, 24);
-            p->s[i][g] = kp_scale_word(_mm256_and_si256(sg, ff));
-        }
-        /* minimum pair c (m_2c | m_2c+1 << 16): bytes 2(c % 2) and 2(c % 2) + 1 of dword 2 + c / 2 */
-        const __m256i pair0 = _mm256_setr_epi8(0, -1, 1, -1, 4, -1, 5, -1, 8, -1, 9, -1, 12, -1, 13, -1, 0, -1, 1, -1, 4, -1, 5, -1,
-                                               8, -1, 9, -1, 12, -1, 13, -1);
-        const __m256i pair1 = _mm256_setr_epi8(2, -1, 3, -1, 6, -1, 7, -1, 10, -1, 11, -1, 14, -1, 15, -1, 2, -1, 3, -1, 6, -1, 7,
-                                               -1, 10, -1, 11, -1, 14, -1, 15, -1);
-        for (int c = 0; c < 4; c++) p->m[i][c] = _mm256_shuffle_epi8(t[2 + c / 2], c & 1 ? pair1 : pair0);
-        const __m256i dv = _mm256_loadu_si256((const __m256i *)dd); /* d | dmin << 16 */
-        p->d[i] = _mm256_cvtph_ps(kp_lo_words(dv));
-        p->dmin[i] = _mm256_cvtph_ps(kp_lo_words(_mm256_srli_epi32(dv, 16)));
+        k_scales8(b, p->s[i], p->m[i], &p->d[i], &p->dmin[i]);
     }
 }
 

@@ -30,6 +30,31 @@ static inline __m512 nb_avx512_joinf(__m256 lo, __m256 hi) {
     return _mm512_castsi512_ps(nb_avx512_join(_mm256_castps_si256(lo), _mm256_castps_si256(hi)));
 }
 
+/* v[r] holds rows r and r + 8 (256-bit halves) of 8 dwords each: after it, dword r of v[k] is row
+ * r's dword k. nb_transpose8's steps (which work within 128-bit lanes), and a two-source permute
+ * for the last. */
+static inline __attribute__((always_inline)) void nb_avx512_transpose8x2(__m512i v[8]) {
+    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    __m512i t[8], h[8];
+    #pragma GCC unroll 4
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    #pragma GCC unroll 2
+    for (int i = 0; i < 8; i += 4)
+        #pragma GCC unroll 2
+        for (int j = 0; j < 2; j++) {
+            h[i + 2 * j] = _mm512_unpacklo_epi64(t[i + j], t[i + j + 2]);
+            h[i + 2 * j + 1] = _mm512_unpackhi_epi64(t[i + j], t[i + j + 2]);
+        }
+    #pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm512_permutex2var_epi64(h[k], lo, h[k + 4]);
+        v[k + 4] = _mm512_permutex2var_epi64(h[k], hi, h[k + 4]);
+    }
+}
+
 /* The 4 rows of a tile are rows 0, rs, 2rs, 3rs from w, so that a GEMV over short rows can draw
  * them from four distant parts of the matrix (nb_avx2_tile_loop). A tile with nr < 4 valid rows
  * repeats its last row (same instructions, surplus results dropped). */

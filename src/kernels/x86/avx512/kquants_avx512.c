@@ -242,34 +242,67 @@ static void q6_panel16_gemm(int64_t n, const void *w, size_t ws, const void *a, 
 
 /* kpanel.h's panels for 16 rows: dword r of each register is row r (rows 0-7 in the low half), so
  * each group sum (one vpdpbusd broadcasting the token's 4 bytes to 16 dwords), scale multiply,
- * conversion and fma serves 16 rows, half the instructions of two 8-row panels. Each half is
- * decoded as an 8-row panel (rows past `rows` repeat the last, as there) and the two joined:
- * decoding is once per 256 tokens (panel.h), so the copy costs little. Q5_K's panels are Q4_K's
- * with the fifth bits in the codes (k_decode). */
+ * conversion and fma serves 16 rows, half the instructions of two 8-row panels. Q5_K's panels
+ * are Q4_K's with the fifth bits in the codes. */
 typedef struct {
     __m512i q[KB][8][8], s[KB][8], m[KB][4];
     __m512 d[KB], dmin[KB];
 } q4k_panel16;
 
-static inline __attribute__((always_inline)) void k_decode16(nb_panel_decode_fn dec, const uint8_t *w, size_t ws,
-                                                             int rows, int64_t i0, int nb, q4k_panel16 *p) {
-    q4k_panel h[2];
-    nb_panel_decode_halves(dec, w, ws, rows, i0, nb, &h[0], &h[1]);
+/* k_decode's steps on 16 rows at once: each 32-byte run of codes of rows r and r + 8 loaded into
+ * one register, the 8 transposed (nb_avx512_transpose8x2) and split into the two groups'
+ * nibbles; the scales of each 8 rows by k_scales8, joined. Rows past `rows` repeat the last. It
+ * replaced two 8-row decodes into memory and a copy joining them (decoding 4.6 % of the Qwen3
+ * shape's prefill at 1 thread; docs/BENCHMARKS.md, stop 60). */
+static inline __attribute__((always_inline)) void k_decode16(int five, const uint8_t *w, size_t ws, int rows, int64_t i0,
+                                                             int nb, q4k_panel16 *p) {
+    const __m512i m4 = _mm512_set1_epi8(15);
     for (int i = 0; i < nb; i++) {
-        for (int g = 0; g < 8; g++) {
-            for (int k = 0; k < 8; k++) p->q[i][g][k] = nb_avx512_join(h[0].q[i][g][k], h[1].q[i][g][k]);
-            p->s[i][g] = nb_avx512_join(h[0].s[i][g], h[1].s[i][g]);
+        const nb_block_q4_k *b[16];
+        const uint8_t *qs[16];
+        for (int r = 0; r < 16; r++) {
+            const uint8_t *row = w + (size_t)(r < rows ? r : rows - 1) * ws;
+            b[r] = five ? (const nb_block_q4_k *)((const nb_block_q5_k *)row + i0 + i) : (const nb_block_q4_k *)row + i0 + i;
+            qs[r] = five ? ((const nb_block_q5_k *)b[r])->qs : b[r]->qs;
         }
-        for (int c = 0; c < 4; c++) p->m[i][c] = nb_avx512_join(h[0].m[i][c], h[1].m[i][c]);
-        p->d[i] = nb_avx512_joinf(h[0].d[i], h[1].d[i]);
-        p->dmin[i] = nb_avx512_joinf(h[0].dmin[i], h[1].dmin[i]);
+        __m512i h[8]; /* Q5_K: h[k] dword r, row r's fifth bits of elements 4k..4k+3 of each group */
+        if (five) {
+            for (int r = 0; r < 8; r++)
+                h[r] = nb_avx512_join(_mm256_loadu_si256((const __m256i *)((const nb_block_q5_k *)b[r])->qh),
+                                      _mm256_loadu_si256((const __m256i *)((const nb_block_q5_k *)b[r + 8])->qh));
+            nb_avx512_transpose8x2(h);
+        }
+        for (int c = 0; c < 4; c++) {
+            __m512i v[8];
+            for (int r = 0; r < 8; r++)
+                v[r] = nb_avx512_join(_mm256_loadu_si256((const __m256i *)(qs[r] + 32 * c)),
+                                      _mm256_loadu_si256((const __m256i *)(qs[r + 8] + 32 * c)));
+            nb_avx512_transpose8x2(v); /* v[k] dword r: row r's bytes 4k..4k+3 of the run */
+            for (int k = 0; k < 8; k++) {
+                __m512i lo = _mm512_and_si512(v[k], m4), hi = _mm512_and_si512(_mm512_srli_epi16(v[k], 4), m4);
+                if (five) {
+                    const __m512i b4 = _mm512_set1_epi8(0x10), g0 = _mm512_srli_epi16(h[k], 2 * c);
+                    lo = _mm512_or_si512(lo, _mm512_and_si512(_mm512_slli_epi16(g0, 4), b4));
+                    hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_slli_epi16(g0, 3), b4));
+                }
+                _mm512_store_si512(&p->q[i][2 * c][k], lo);
+                _mm512_store_si512(&p->q[i][2 * c + 1][k], hi);
+            }
+        }
+        __m256i s[2][8], m[2][4];
+        __m256 d[2], dmin[2];
+        for (int half = 0; half < 2; half++) k_scales8(b + 8 * half, s[half], m[half], &d[half], &dmin[half]);
+        for (int g = 0; g < 8; g++) p->s[i][g] = nb_avx512_join(s[0][g], s[1][g]);
+        for (int c = 0; c < 4; c++) p->m[i][c] = nb_avx512_join(m[0][c], m[1][c]);
+        p->d[i] = nb_avx512_joinf(d[0], d[1]);
+        p->dmin[i] = nb_avx512_joinf(dmin[0], dmin[1]);
     }
 }
 static void q4k_decode16(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
-    k_decode16(q4k_decode, w, ws, rows, i0, nb, pv);
+    k_decode16(0, w, ws, rows, i0, nb, pv);
 }
 static void q5k_decode16(const uint8_t *w, size_t ws, int rows, int64_t i0, int nb, void *pv) {
-    k_decode16(q5k_decode, w, ws, rows, i0, nb, pv);
+    k_decode16(1, w, ws, rows, i0, nb, pv);
 }
 
 /* The orders of kpanel.h's q4k_tokens (Q4_K's batch order), q4k_tokens_block (its block order)

@@ -123,31 +123,6 @@ PANEL16(mxfp4_panel, void nb_mm_mxfp4_panel_avx512, dec_mxfp4, 3, 0)
 #define RL_R 16  /* rows per tile: dword r of a 512-bit register */
 #define RL_PF 4  /* tiles ahead that the prefetches read */
 
-/* v[r] holds rows r and r + 8 (256-bit halves) of a unit's codes: after it, dword r of v[k] is row
- * r's group k. nb_transpose8's steps (which work within 128-bit lanes), and a two-source permute
- * for the last. */
-static inline __attribute__((always_inline)) void rl_transpose(__m512i v[8]) {
-    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
-    __m512i t[8], h[8];
-    #pragma GCC unroll 4
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
-    }
-    #pragma GCC unroll 2
-    for (int i = 0; i < 8; i += 4)
-        #pragma GCC unroll 2
-        for (int j = 0; j < 2; j++) {
-            h[i + 2 * j] = _mm512_unpacklo_epi64(t[i + j], t[i + j + 2]);
-            h[i + 2 * j + 1] = _mm512_unpackhi_epi64(t[i + j], t[i + j + 2]);
-        }
-    #pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) {
-        v[k] = _mm512_permutex2var_epi64(h[k], lo, h[k + 4]);
-        v[k + 4] = _mm512_permutex2var_epi64(h[k], hi, h[k + 4]);
-    }
-}
-
 /* T tokens against RL_R rows from w (the last valid row again for missing ones) over units
  * u0..u0+un-1 of ub bytes, f[t] continuing token t's sums. The scale d is each unit's first two
  * bytes in all three types. The same unit of the rows RL_PF tiles on is asked for in step, into
@@ -173,7 +148,7 @@ static inline __attribute__((always_inline)) void rl_tile(dec_fn dec, int ub, in
             _mm256_setr_epi64x((long long)dh[0], (long long)dh[1], (long long)dh[2], (long long)dh[3]));
         #pragma GCC unroll 8
         for (int r = 0; r < 8; r++) v[r] = nb_avx512_join(dec(wr[r], uu).q, dec(wr[r + 8], uu).q);
-        rl_transpose(v);
+        nb_avx512_transpose8x2(v);
         /* tokens in groups of up to 8, each group's sums side by side: each vpdpbusd's inputs are
          * ready when it issues */
         #pragma GCC unroll 2
