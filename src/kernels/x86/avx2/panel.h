@@ -141,7 +141,10 @@ static inline __attribute__((always_inline)) void nb_panel_store(const __m256 ac
  * out one of NB_PANEL_TREE, _ONE, _MINUS, _PAIRS (8 rows per panel) or _ONE16, _MINUS16 (16).
  * A token group's results are stored as soon as its last chunk is done: each token's row of y
  * is a line of its own, rarely in cache, and storing the whole block's 256 at the end stalled
- * on the misses (8 % of a Q4_K GEMM); between the groups' products they overlap. */
+ * on the misses (8 % of a Q4_K GEMM); between the groups' products they overlap. The next
+ * panel's weights are asked for while this one's products run: decoding them cold waited on
+ * memory (Q4_K's decode 3.9 % of the Qwen3 shape's prefill at 1 thread, 1.9 % with the requests;
+ * Q6_K's 1.1 %, then under 0.5 %: docs/BENCHMARKS.md, stop 60). */
 static inline __attribute__((always_inline)) void nb_panel_gemm(nb_panel_decode_fn decode, nb_panel_tokens_fn tokens,
                                                                 void *panel, int chunk, size_t unit_bytes, int out,
                                                                 int64_t nu, const uint8_t *w, size_t ws,
@@ -158,7 +161,15 @@ static inline __attribute__((always_inline)) void nb_panel_gemm(nb_panel_decode_
                 /* a row that fits one chunk is decoded once for all tokens */
                 if (nu > chunk || t0 == 0) decode(w + (size_t)r0 * ws, ws, rows, u0, un, panel);
                 const uint8_t *au = a + (size_t)t0 * as + (size_t)u0 * unit_bytes;
+                /* the next panel's rows of this chunk (span bytes each: ws / nu a unit's bytes, or a
+                 * little more where ws is a longer stride), asked into L2 a share per token group */
+                const size_t span = (size_t)un * (ws / (size_t)nu), next = nr - r0 > 2 * R ? R : nr - r0 > R ? nr - r0 - R : 0;
+                const uint8_t *nw = w + (size_t)(r0 + R) * ws + (size_t)u0 * (ws / (size_t)nu);
+                const size_t total = next * span, share = (total / (size_t)((tn + NB_PANEL_G - 1) / NB_PANEL_G) + 63) & ~(size_t)63;
+                size_t pf = 0;
                 for (int t = 0; t < tn; t += NB_PANEL_G) {
+                    for (const size_t end = pf + share; pf < end && pf < total; pf += 64)
+                        _mm_prefetch((const char *)nw + pf / span * ws + pf % span, _MM_HINT_T1);
                     const uint8_t *at = au + (size_t)t * as;
                     const int g = tn - t < NB_PANEL_G ? tn - t : NB_PANEL_G;
                     switch (g) {
