@@ -249,11 +249,18 @@ typedef struct {
     __m512 d[KB], dmin[KB];
 } q4k_panel16;
 
+/* q5_high on 16 rows: bit g of each byte of qh at bit 4. */
+static inline __m512i q5_high16(__m512i qh, int g) {
+    const __m512i v = g <= 4 ? _mm512_slli_epi16(qh, (unsigned)(4 - g)) : _mm512_srli_epi16(qh, (unsigned)(g - 4));
+    return _mm512_and_si512(v, _mm512_set1_epi8(0x10));
+}
+
 /* k_decode's steps on 16 rows at once: each 32-byte run of codes of rows r and r + 8 loaded into
  * one register, the 8 transposed (nb_avx512_transpose8x2) and split into the two groups'
- * nibbles; the scales of each 8 rows by k_scales8, joined. Rows past `rows` repeat the last. It
- * replaced two 8-row decodes into memory and a copy joining them (decoding 4.6 % of the Qwen3
- * shape's prefill at 1 thread; docs/BENCHMARKS.md, stop 60). */
+ * nibbles; the scales of each 8 rows by k_scales8, joined. Rows past `rows` repeat the last. Half
+ * the instructions of the two 8-row decodes into memory and the copy joining them it replaced;
+ * its time is mostly the wait on weights read cold, which panel.h's requests for the next panel
+ * shorten (docs/BENCHMARKS.md, stop 60). */
 static inline __attribute__((always_inline)) void k_decode16(int five, const uint8_t *w, size_t ws, int rows, int64_t i0,
                                                              int nb, q4k_panel16 *p) {
     const __m512i m4 = _mm512_set1_epi8(15);
@@ -280,11 +287,7 @@ static inline __attribute__((always_inline)) void k_decode16(int five, const uin
             nb_avx512_transpose8x2(v); /* v[k] dword r: row r's bytes 4k..4k+3 of the run */
             for (int k = 0; k < 8; k++) {
                 __m512i lo = _mm512_and_si512(v[k], m4), hi = _mm512_and_si512(_mm512_srli_epi16(v[k], 4), m4);
-                if (five) {
-                    const __m512i b4 = _mm512_set1_epi8(0x10), g0 = _mm512_srli_epi16(h[k], 2 * c);
-                    lo = _mm512_or_si512(lo, _mm512_and_si512(_mm512_slli_epi16(g0, 4), b4));
-                    hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_slli_epi16(g0, 3), b4));
-                }
+                if (five) lo = _mm512_or_si512(lo, q5_high16(h[k], 2 * c)), hi = _mm512_or_si512(hi, q5_high16(h[k], 2 * c + 1));
                 _mm512_store_si512(&p->q[i][2 * c][k], lo);
                 _mm512_store_si512(&p->q[i][2 * c + 1][k], hi);
             }
