@@ -163,8 +163,9 @@ static inline __attribute__((always_inline)) void nb_panel_gemm(nb_panel_decode_
                 const uint8_t *au = a + (size_t)t0 * as + (size_t)u0 * unit_bytes;
                 /* the next panel's rows of this chunk (span bytes each: ws / nu a unit's bytes, or a
                  * little more where ws is a longer stride), asked into L2 a share per token group */
-                const size_t span = (size_t)un * (ws / (size_t)nu), next = nr - r0 > 2 * R ? R : nr - r0 > R ? nr - r0 - R : 0;
-                const uint8_t *nw = w + (size_t)(r0 + R) * ws + (size_t)u0 * (ws / (size_t)nu);
+                const int64_t after = nr - r0 - R; /* rows past this panel */
+                const size_t ub = ws / (size_t)nu, span = (size_t)un * ub, next = after <= 0 ? 0 : after < R ? (size_t)after : (size_t)R;
+                const uint8_t *nw = w + (size_t)(r0 + R) * ws + (size_t)u0 * ub;
                 const size_t total = next * span, share = (total / (size_t)((tn + NB_PANEL_G - 1) / NB_PANEL_G) + 63) & ~(size_t)63;
                 size_t pf = 0;
                 for (int t = 0; t < tn; t += NB_PANEL_G) {
