@@ -71,7 +71,12 @@ BLOCKS_F32(q4_k, Q4_K)
 BLOCKS_F32(q5_k, Q5_K)
 BLOCKS_F32(q6_k, Q6_K)
 
-/* rows per tile r: 8 for the types whose GEMM goes through panel.h's 8-row panels */
+/* rows per tile r: matmul's row multiple, 8 for Q6_K's 8-row panels (panel.h) and RP for the types
+ * with 16-row panels (the one-lane orders' panel2, MXFP4's and NB_ROUTE_BLOCK's, and Q4_K's and
+ * Q5_K's in kpanel.h; their 8-lane orders' 8-row panels fit it twice), so that no row chunk ends
+ * in half a panel: at 8, a long row's 64 KiB chunk (NB_PANEL_BYTES) of 8 or 24 rows left half of
+ * a 16-row panel idle (docs/BENCHMARKS.md, stop 61) */
+#define RP 16
 #define SMALL_MAX 15 /* tokens for mm_small: from 16 most 8-lane types take panel.h's panels (Q8B: smax) */
 #define Q8(t, s, f, r, act)                                                                                       \
     [NB_TYPE_##t] = {act, nb_mm_##s##_q8_0_avx2, f, "avx2 " #s " x q8_0", "avx2 " #s " x f32", r,                 \
@@ -96,21 +101,21 @@ BLOCKS_F32(q6_k, Q6_K)
                      .mm_small = nb_mm_##s##_small_f32_avx2, .small_max = 16}
 
 const nb_kernel nb_kernels_avx2[NB_KERNEL_TYPES] = {
-    Q8B(Q4_0, q4_0, mmf_q4_0, 8, NB_ACT_Q8_0X, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL, 24),
-    Q8B(Q5_0, q5_0, mmf_q5_0, 8, NB_ACT_Q8_0X, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL, SMALL_MAX),
-    Q8B(Q8_0, q8_0, mmf_q8_0, 8, NB_TYPE_Q8_0, NB_TYPE_Q8_0, NB_BLOCK_MIN_SMALL, 24),
-    Q8(MXFP4, mxfp4, mmf_mxfp4, 8, NB_ACT_Q8_0X_MX),
+    Q8B(Q4_0, q4_0, mmf_q4_0, RP, NB_ACT_Q8_0X, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL, 24),
+    Q8B(Q5_0, q5_0, mmf_q5_0, RP, NB_ACT_Q8_0X, NB_ACT_Q8_0X, NB_BLOCK_MIN_SMALL, SMALL_MAX),
+    Q8B(Q8_0, q8_0, mmf_q8_0, RP, NB_TYPE_Q8_0, NB_TYPE_Q8_0, NB_BLOCK_MIN_SMALL, 24),
+    Q8(MXFP4, mxfp4, mmf_mxfp4, RP, NB_ACT_Q8_0X_MX),
     [NB_KERNEL_Q4_0_X8] = {NB_ACT_Q8_0X_MX, nb_mm_q4_0x8_q8_0_avx2, mmf_q4_0, "avx2 q4_0 x q8_0 (8-row order)",
-                           "avx2 q4_0 x f32", 8, .mm_small = nb_mm_q4_0x8_small_avx2, .small_max = SMALL_MAX},
-    Q8B(NVFP4, nvfp4, mmf_nvfp4, 8, NB_ACT_Q8_0X_NV, NB_ACT_Q8_0X_NV, NB_BLOCK_MIN, SMALL_MAX),
+                           "avx2 q4_0 x f32", RP, .mm_small = nb_mm_q4_0x8_small_avx2, .small_max = SMALL_MAX},
+    Q8B(NVFP4, nvfp4, mmf_nvfp4, RP, NB_ACT_Q8_0X_NV, NB_ACT_Q8_0X_NV, NB_BLOCK_MIN, SMALL_MAX),
     Q81(Q4_1, q4_1),
     Q81(Q5_1, q5_1),
     /* Q4_K as QKB, with its solo GEMV and NB_ROUTE_BLOCK's panels (kpanel.h) */
-    [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, nb_mm_q4_k_q8_k_avx2, mmf_q4_k, "avx2 q4_K x q8_K", "avx2 q4_K x f32", 8, NULL,
+    [NB_TYPE_Q4_K] = {NB_TYPE_Q8_K, nb_mm_q4_k_q8_k_avx2, mmf_q4_k, "avx2 q4_K x q8_K", "avx2 q4_K x f32", RP, NULL,
                       nb_mm_q4_k_batch_q8_k_avx2, 4, 4, nb_mm_q4_k_small_avx2, 16, 1, nb_mm_q4_k_block_avx2, NB_BLOCK_MIN,
                       NB_TYPE_Q8_K, "avx2 q4_K x q8_K (block)", nb_mm_q4_k_solo_avx2},
     /* Q5_K: its tiles, and from 8 tokens its batch order (tiles, then kpanel.h's panels from 16) */
-    [NB_TYPE_Q5_K] = {NB_TYPE_Q8_K, nb_mm_q5_k_q8_k_avx2, mmf_q5_k, "avx2 q5_K x q8_K", "avx2 q5_K x f32", 4, NULL,
+    [NB_TYPE_Q5_K] = {NB_TYPE_Q8_K, nb_mm_q5_k_q8_k_avx2, mmf_q5_k, "avx2 q5_K x q8_K", "avx2 q5_K x f32", RP, NULL,
                       nb_mm_q5_k_batch_q8_k_avx2, 8, 1},
     QKB(Q6_K, q6_k, "q6_K", mmf_q6_k, 8, 8, 1),
     FL(F32, f32),

@@ -724,13 +724,10 @@ typedef struct {
  * sums <= 31496), one vpmaddwd, and ns >> nsh takes the offset out; per 4 weights, 16 rows and
  * token a broadcast, two vpmaddubsw, two word adds and a share of the rest, about 3 instructions
  * per 8 rows against the 8-lane panels' 6 (panel_tokens, whose fma chains also run per 4
- * weights). nsh 0: Q8_0's signed codes against Q8_0 blocks by the sign trick, whose pair
- * sums reach 32512, so each group takes its own vpmaddwd. Token t's chains are acc[t][0] (rows
- * 0-7) and acc[t][1] (8-15). */
+ * weights). Token t's chains are acc[t][0] (rows 0-7) and acc[t][1] (8-15). */
 static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int split, int T, const void *pv, int un,
                                                                    const uint8_t *a, size_t as, __m256 acc[][8],
                                                                    int first) {
-    const int x = nsh > 0; /* NB_ACT_Q8_0X blocks, else Q8_0's */
     const panel2 *p = pv;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 c[NB_PANEL_G][2];
@@ -751,24 +748,16 @@ static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int 
                 const __m256i q[2] = {_mm256_load_si256(&p->h[0].q[u][k[i]]), _mm256_load_si256(&p->h[1].q[u][k[i]])};
                 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
-                    const int8_t *g = act_codes(x, a + (size_t)t * as, u) + 4 * k[i];
+                    const int8_t *g = ((const nb_block_q8_0x *)(a + (size_t)t * as) + u)->qs + 4 * k[i];
                     #pragma GCC unroll 2
-                    for (int j = 0; j < 2; j++)
-                        if (x)
-                            hs[t][j] = nb_avx2_codes4(hs[t][j], q[j], g);
-                        else {
-                            int32_t g4;
-                            memcpy(&g4, g, 4);
-                            const __m256i pr = _mm256_maddubs_epi16(_mm256_abs_epi8(q[j]), _mm256_sign_epi8(_mm256_set1_epi32(g4), q[j]));
-                            hs[t][j] = _mm256_add_epi32(hs[t][j], _mm256_madd_epi16(pr, ones));
-                        }
+                    for (int j = 0; j < 2; j++) hs[t][j] = nb_avx2_codes4(hs[t][j], q[j], g);
                 }
             }
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++)
                 #pragma GCC unroll 2
                 for (int j = 0; j < 2; j++) {
-                    const __m256i hsum = x ? _mm256_madd_epi16(hs[t][j], ones) : hs[t][j];
+                    const __m256i hsum = _mm256_madd_epi16(hs[t][j], ones);
                     if (split) {
                         const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
                         const __m256i isum = _mm256_add_epi32(hsum, _mm256_set1_epi32(ab->ns[h] >> nsh));
@@ -781,17 +770,13 @@ static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int 
         if (!split)
             #pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
-                const uint8_t *at = a + (size_t)t * as;
-                const __m256 d = _mm256_set1_ps(act_scale(x, at, u));
+                const nb_block_q8_0x *ab = (const nb_block_q8_0x *)(a + (size_t)t * as) + u;
+                const __m256 d = _mm256_set1_ps(ab->d);
+                const __m256i off = _mm256_set1_epi32((ab->ns[0] + ab->ns[1]) >> nsh);
                 #pragma GCC unroll 2
-                for (int j = 0; j < 2; j++) {
-                    __m256i isum = is[t][j];
-                    if (x) {
-                        const nb_block_q8_0x *ab = (const nb_block_q8_0x *)at + u;
-                        isum = _mm256_add_epi32(isum, _mm256_set1_epi32((ab->ns[0] + ab->ns[1]) >> nsh));
-                    }
-                    c[t][j] = _mm256_fmadd_ps(_mm256_mul_ps(p->h[j].s[u][0], d), _mm256_cvtepi32_ps(isum), c[t][j]);
-                }
+                for (int j = 0; j < 2; j++)
+                    c[t][j] = _mm256_fmadd_ps(_mm256_mul_ps(p->h[j].s[u][0], d),
+                                              _mm256_cvtepi32_ps(_mm256_add_epi32(is[t][j], off)), c[t][j]);
             }
     }
     #pragma GCC unroll 8
@@ -800,7 +785,97 @@ static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int 
         for (int j = 0; j < 2; j++) acc[t][j] = c[t][j];
 }
 
-/* The one-lane panels' token kernels by type (nsh: the codes' offset, 128 >> nsh; 0: Q8_0). */
+/* Q8_0's one-lane panels (NB_ROUTE_BLOCK) in words: without VNNI, Q8_0's signed codes against
+ * Q8_0's take the sign trick's vpsignb, vpmaddubsw and vpmaddwd per 4 weights, 8 rows and token,
+ * all three (and vpabsb) on the same two pipes; as words, signed on both sides, two vpmaddwd do
+ * it. The panel holds each unit's 16 code pairs per 8 rows as words (vpmovsxbw, then
+ * nb_transpose8: dword r of q[u][m][j] is row 8j + r's codes 2m and 2m + 1), twice Q8_0's bytes,
+ * so a chunk is WPU units (17 KiB); each token's units are widened the same way once per call into
+ * wpanel_acts, from which every pair is broadcast (a load). Per 2 weights, 16 rows and token: a
+ * broadcast, two vpmaddwd and two adds; exact in dwords (|w|, |a| <= 128), so the bits are the
+ * reference's (dot_units_one). */
+#define WPU 16
+typedef struct {
+    __m256i q[WPU][16][2];
+    __m256 s[WPU][2]; /* the scales of rows 0-7 and 8-15 of unit u */
+} wpanel;
+
+static inline void wpanel_decode_q8_0(const uint8_t *w, size_t ws, int rows, int64_t u0, int un, void *pv) {
+    wpanel *p = pv;
+    for (int u = 0; u < un; u++)
+        for (int j = 0; j < 2; j++) {
+            __m256i lo[NB_PANEL_R], hi[NB_PANEL_R];
+            float s[NB_PANEL_R];
+            for (int r = 0; r < NB_PANEL_R; r++) {
+                if (8 * j + r < rows) {
+                    const nb_block_q8_0 *b = (const nb_block_q8_0 *)(w + (size_t)(8 * j + r) * ws) + u0 + u;
+                    const __m256i x = _mm256_loadu_si256((const __m256i *)b->qs);
+                    lo[r] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(x));
+                    hi[r] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(x, 1));
+                    s[r] = _cvtsh_ss(b->d);
+                } else /* rows past the matrix: zero weights and scales, never stored */
+                    lo[r] = hi[r] = _mm256_setzero_si256(), s[r] = 0;
+            }
+            nb_transpose8(lo);
+            nb_transpose8(hi);
+            for (int m = 0; m < 8; m++) {
+                _mm256_store_si256(&p->q[u][m][j], lo[m]);
+                _mm256_store_si256(&p->q[u][m + 8][j], hi[m]);
+            }
+            p->s[u][j] = _mm256_loadu_ps(s);
+        }
+}
+
+/* The call's tokens' units of the chunk as word pairs (w[t][u][m]: token t's codes 2m, 2m + 1 of unit u). */
+typedef struct {
+    int32_t w[NB_PANEL_G][WPU][16] __attribute__((aligned(32)));
+} wpanel_acts;
+
+/* All T tokens run through every unit of the chunk together, their sums beside the pair's two
+ * registers (each pinned in its chain: NB_CHAIN; GCC's trees of the adds spilled), their chains
+ * in acc (token t's: acc[t][0], rows 0-7, and acc[t][1], 8-15). */
+static inline __attribute__((always_inline)) void panel_tokens_q8_0w(int T, const void *pv, int un, const uint8_t *a,
+                                                                     size_t as, __m256 acc[][8], int first) {
+    const wpanel *p = pv;
+    wpanel_acts A;
+    #pragma GCC unroll 8
+    for (int t = 0; t < T; t++) {
+        for (int u = 0; u < un; u++) {
+            const nb_block_q8_0 *b = (const nb_block_q8_0 *)(a + (size_t)t * as) + u;
+            _mm256_store_si256((__m256i *)A.w[t][u], _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->qs)));
+            _mm256_store_si256((__m256i *)A.w[t][u] + 1, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->qs + 1)));
+        }
+        if (first) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    }
+    for (int u = 0; u < un; u++) {
+        __m256i is[NB_PANEL_G][2];
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) is[t][0] = is[t][1] = _mm256_setzero_si256();
+        #pragma GCC unroll 16
+        for (int m = 0; m < 16; m++) {
+            __m256i q0 = _mm256_load_si256(&p->q[u][m][0]), q1 = _mm256_load_si256(&p->q[u][m][1]);
+            NB_CHAIN(q0);
+            NB_CHAIN(q1);
+            #pragma GCC unroll 8
+            for (int t = 0; t < T; t++) {
+                const __m256i av = _mm256_set1_epi32(A.w[t][u][m]);
+                is[t][0] = _mm256_add_epi32(is[t][0], _mm256_madd_epi16(q0, av));
+                is[t][1] = _mm256_add_epi32(is[t][1], _mm256_madd_epi16(q1, av));
+                NB_CHAIN(is[t][0]);
+                NB_CHAIN(is[t][1]);
+            }
+        }
+        #pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const __m256 d = _mm256_set1_ps(_cvtsh_ss(((const nb_block_q8_0 *)(a + (size_t)t * as) + u)->d));
+            #pragma GCC unroll 2
+            for (int j = 0; j < 2; j++)
+                acc[t][j] = _mm256_fmadd_ps(_mm256_mul_ps(p->s[u][j], d), _mm256_cvtepi32_ps(is[t][j]), acc[t][j]);
+        }
+    }
+}
+
+/* The one-lane panels' token kernels by type (nsh: the codes' offset, 128 >> nsh). */
 #define PANEL_TOKENS_ONE(name, nsh, split)                                                                    \
     static inline __attribute__((always_inline)) void panel_tokens_##name(int T, const void *pv, int un,      \
                                                                           const uint8_t *a, size_t as,        \
@@ -810,7 +885,6 @@ static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int 
 PANEL_TOKENS_ONE(mx, 3, 0)
 PANEL_TOKENS_ONE(q4_0b, q4_0_nsh, 0)
 PANEL_TOKENS_ONE(q5_0b, q5_0_nsh, 0)
-PANEL_TOKENS_ONE(q8_0b, 0, 0)
 PANEL_TOKENS_ONE(nvfp4b, 3, 1)
 
 /* Tokens from which the panel beats the tiles (its decode and transpose cost about as much as the

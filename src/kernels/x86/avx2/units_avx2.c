@@ -19,7 +19,12 @@ LANE_PANELS(nvfp4, nv, q8_0x, NB_PANEL_TREE)
 KERNEL_PANEL(nvfp4, avx2, TILE_NV, panels_nvfp4, PU)
 ONE_PANELS(q4_0, static void panels_q4_0b, dec_q4_0u, q4_0b, q8_0x)
 ONE_PANELS(q5_0, static void panels_q5_0b, dec_q5_0u, q5_0b, q8_0x)
-ONE_PANELS(q8_0, static void panels_q8_0b, dec_q8_0, q8_0b, q8_0)
+static void panels_q8_0b(int64_t n, const void *w, size_t ws, const void *a, size_t as, int64_t nr, int64_t nt,
+                         float *y, size_t ldy) {
+    wpanel p;
+    nb_panel_gemm(wpanel_decode_q8_0, panel_tokens_q8_0w, &p, WPU, sizeof(nb_block_q8_0), NB_PANEL_ONE16, n / 32, w,
+                  ws, a, as, nr, nt, y, ldy);
+}
 /* NVFP4's block order takes one fma per 16-element sub-block: the panels only, from NB_BLOCK_MIN tokens */
 ONE_PANELS(nvfp4, void nb_mm_nvfp4_block_avx2, dec_nvfp4, nvfp4b, q8_0x)
 TL_KERNEL(q4_0, avx2, TL_U, dec_q4_0u, 1, q4_0_nsh, panels_q4_0b)
