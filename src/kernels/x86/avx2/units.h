@@ -748,7 +748,7 @@ static inline __attribute__((always_inline)) void panel_tokens_one(int nsh, int 
                 const __m256i q[2] = {_mm256_load_si256(&p->h[0].q[u][k[i]]), _mm256_load_si256(&p->h[1].q[u][k[i]])};
                 #pragma GCC unroll 8
                 for (int t = 0; t < T; t++) {
-                    const int8_t *g = ((const nb_block_q8_0x *)(a + (size_t)t * as) + u)->qs + 4 * k[i];
+                    const int8_t *g = act_codes(1, a + (size_t)t * as, u) + 4 * k[i];
                     #pragma GCC unroll 2
                     for (int j = 0; j < 2; j++) hs[t][j] = nb_avx2_codes4(hs[t][j], q[j], g);
                 }
@@ -808,11 +808,10 @@ static inline void wpanel_decode_q8_0(const uint8_t *w, size_t ws, int rows, int
             float s[NB_PANEL_R];
             for (int r = 0; r < NB_PANEL_R; r++) {
                 if (8 * j + r < rows) {
-                    const nb_block_q8_0 *b = (const nb_block_q8_0 *)(w + (size_t)(8 * j + r) * ws) + u0 + u;
-                    const __m256i x = _mm256_loadu_si256((const __m256i *)b->qs);
-                    lo[r] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(x));
-                    hi[r] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(x, 1));
-                    s[r] = _cvtsh_ss(b->d);
+                    const unit x = dec_q8_0(w + (size_t)(8 * j + r) * ws, u0 + u);
+                    lo[r] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(x.q));
+                    hi[r] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(x.q, 1));
+                    s[r] = _mm256_cvtss_f32(x.s);
                 } else /* rows past the matrix: zero weights and scales, never stored */
                     lo[r] = hi[r] = _mm256_setzero_si256(), s[r] = 0;
             }
@@ -841,9 +840,9 @@ static inline __attribute__((always_inline)) void panel_tokens_q8_0w(int T, cons
     #pragma GCC unroll 8
     for (int t = 0; t < T; t++) {
         for (int u = 0; u < un; u++) {
-            const nb_block_q8_0 *b = (const nb_block_q8_0 *)(a + (size_t)t * as) + u;
-            _mm256_store_si256((__m256i *)A.w[t][u], _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->qs)));
-            _mm256_store_si256((__m256i *)A.w[t][u] + 1, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->qs + 1)));
+            const __m128i *q = (const __m128i *)act_codes(0, a + (size_t)t * as, u);
+            _mm256_store_si256((__m256i *)A.w[t][u], _mm256_cvtepi8_epi16(_mm_loadu_si128(q)));
+            _mm256_store_si256((__m256i *)A.w[t][u] + 1, _mm256_cvtepi8_epi16(_mm_loadu_si128(q + 1)));
         }
         if (first) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     }
@@ -867,7 +866,7 @@ static inline __attribute__((always_inline)) void panel_tokens_q8_0w(int T, cons
         }
         #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
-            const __m256 d = _mm256_set1_ps(_cvtsh_ss(((const nb_block_q8_0 *)(a + (size_t)t * as) + u)->d));
+            const __m256 d = _mm256_set1_ps(act_scale(0, a + (size_t)t * as, u));
             #pragma GCC unroll 2
             for (int j = 0; j < 2; j++)
                 acc[t][j] = _mm256_fmadd_ps(_mm256_mul_ps(p->s[u][j], d), _mm256_cvtepi32_ps(is[t][j]), acc[t][j]);
