@@ -47,23 +47,37 @@ typedef struct {
 } tl_acts;
 
 /* Units u0..u0+un-1 of nt activation rows: NB_ACT_Q8_0X (x: correction (ns[0] + ns[1]) >> nsh) or
- * Q8_0 as TL_W's words (no correction); lanes past nt are zero. */
+ * Q8_0 as TL_W's words (no correction); lanes past nt are zero. Each unit's 8 tokens are
+ * transposed in registers, where they went element by element after a memset of the whole copy
+ * (the smaller a call's rows, the more that cost: 8 tokens on 256 x 640, 1 thread, 1.03-1.07x;
+ * docs/BENCHMARKS.md, stop 62). */
 static inline void tl_acts_fill(tl_acts *A, const uint8_t *a, size_t as, int64_t nt, int64_t u0, int un, int x,
                                 int nsh) {
-    memset(A, 0, sizeof *A);
-    for (int64_t t = 0; t < nt; t++)
+    for (int g = 0; g < (nt + 7) / 8; g++)
         for (int u = 0; u < un; u++) {
-            const int g = (int)(t / 8), l = (int)(t % 8);
-            if (x) {
-                const nb_block_q8_0x *b = (const nb_block_q8_0x *)(a + (size_t)t * as) + u0 + u;
-                A->c[u][g][l] = (b->ns[0] + b->ns[1]) >> nsh;
-                A->d[u][g][l] = b->d;
-                for (int k = 0; k < 8; k++) memcpy(&A->q[u][g][k][l], b->qs + 4 * k, 4);
-            } else {
-                const nb_block_q8_0 *b = (const nb_block_q8_0 *)(a + (size_t)t * as) + u0 + u;
-                A->d[u][g][l] = _cvtsh_ss(b->d);
-                for (int k = 0; k < 16; k++)
-                    A->w[u][g][k][l] = (int32_t)((uint32_t)(uint16_t)b->qs[2 * k] | (uint32_t)(uint16_t)b->qs[2 * k + 1] << 16);
+            __m256i v[2][8]; /* token l's codes (x), or its code pairs 0-7 and 8-15 as words, transposed below */
+            for (int l = 0; l < 8; l++) {
+                const int64_t t = 8 * g + l;
+                v[0][l] = v[1][l] = _mm256_setzero_si256();
+                A->c[u][g][l] = 0, A->d[u][g][l] = 0;
+                if (t >= nt) continue;
+                if (x) {
+                    const nb_block_q8_0x *b = (const nb_block_q8_0x *)(a + (size_t)t * as) + u0 + u;
+                    A->c[u][g][l] = (b->ns[0] + b->ns[1]) >> nsh;
+                    A->d[u][g][l] = b->d;
+                    v[0][l] = _mm256_loadu_si256((const __m256i *)b->qs);
+                } else {
+                    const nb_block_q8_0 *b = (const nb_block_q8_0 *)(a + (size_t)t * as) + u0 + u;
+                    A->d[u][g][l] = _cvtsh_ss(b->d);
+                    v[0][l] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->qs));
+                    v[1][l] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->qs + 1));
+                }
+            }
+            nb_transpose8(v[0]);
+            for (int k = 0; k < 8; k++) _mm256_store_si256((__m256i *)(x ? A->q[u][g][k] : A->w[u][g][k]), v[0][k]);
+            if (!x) {
+                nb_transpose8(v[1]);
+                for (int k = 0; k < 8; k++) _mm256_store_si256((__m256i *)A->w[u][g][8 + k], v[1][k]);
             }
         }
 }
@@ -169,15 +183,17 @@ static inline __attribute__((always_inline)) void tl_gemm(int mode, dec_fn dec, 
         tl_acts_fill(&A, a, as, nt, u0, un, x, nsh);
         for (int64_t r0 = 0; r0 < nr; r0 += TL_R) {
             const int rows = nr - r0 < TL_R ? (int)(nr - r0) : TL_R;
-            float o[TL_R][8 * TL_G] __attribute__((aligned(32))) = {{0}};
-            if (u0)
+            float o[TL_R][8 * TL_G] __attribute__((aligned(32)));
+            __m256 f[TL_R][TL_G]; /* in registers: every index a constant once unrolled */
+            if (u0) {
+                memset(o, 0, sizeof o);
                 for (int r = 0; r < rows; r++)
                     for (int64_t t = 0; t < nt; t++) o[r][t] = y[(size_t)t * ldy + (size_t)(r0 + r)];
-            __m256 f[TL_R][TL_G]; /* in registers: every index a constant once unrolled */
+            }
             #pragma GCC unroll 4
             for (int r = 0; r < TL_R; r++)
                 #pragma GCC unroll 2
-                for (int g = 0; g < TL_G; g++) f[r][g] = _mm256_load_ps(o[r] + 8 * g);
+                for (int g = 0; g < TL_G; g++) f[r][g] = u0 ? _mm256_load_ps(o[r] + 8 * g) : _mm256_setzero_ps();
             const uint8_t *wr = (const uint8_t *)w + (size_t)r0 * ws;
             if (G == 1)
                 tl_tile(mode, dec, ub, 1, wr, ws, rows, u0, un, &A, f);
