@@ -46,14 +46,14 @@ typedef struct {
     float d[TL_CH][TL_G][8] __attribute__((aligned(32)));      /* each token's scale */
 } tl_acts;
 
-/* Units u0..u0+un-1 of nt activation rows: NB_ACT_Q8_0X (x: correction (ns[0] + ns[1]) >> nsh) or
- * Q8_0 as TL_W's words (no correction); lanes past nt are zero. Each unit's 8 tokens are
- * transposed in registers, where they went element by element after a memset of the whole copy
+/* Units u0..u0+un-1 of nt activation rows in G groups of 8 lanes: NB_ACT_Q8_0X (x: correction
+ * (ns[0] + ns[1]) >> nsh) or Q8_0 as TL_W's words (no correction); lanes past nt are zero. Each
+ * unit's 8 tokens are transposed in registers, where they went element by element after a memset of the whole copy
  * (the smaller a call's rows, the more that cost: 8 tokens on 256 x 640, 1 thread, 1.03-1.07x;
  * docs/BENCHMARKS.md, stop 62). */
-static inline void tl_acts_fill(tl_acts *A, const uint8_t *a, size_t as, int64_t nt, int64_t u0, int un, int x,
-                                int nsh) {
-    for (int g = 0; g < (nt + 7) / 8; g++)
+static inline void tl_acts_fill(tl_acts *A, const uint8_t *a, size_t as, int64_t nt, int G, int64_t u0, int un,
+                                int x, int nsh) {
+    for (int g = 0; g < G; g++)
         for (int u = 0; u < un; u++) {
             __m256i v[2][8]; /* token l's codes (x), or its code pairs 0-7 and 8-15 as words, transposed below */
             for (int l = 0; l < 8; l++) {
@@ -177,10 +177,10 @@ static inline __attribute__((always_inline)) void tl_gemm(int mode, dec_fn dec, 
                                                           int64_t nr, int64_t nt, float *y, size_t ldy) {
     tl_acts A;
     const int64_t nu = n / 32;
-    const int G = nt > 8 ? 2 : 1;
+    const int G = (int)(nt + 7) / 8;
     for (int64_t u0 = 0; u0 < nu; u0 += TL_CH) {
         const int un = nu - u0 < TL_CH ? (int)(nu - u0) : TL_CH;
-        tl_acts_fill(&A, a, as, nt, u0, un, x, nsh);
+        tl_acts_fill(&A, a, as, nt, G, u0, un, x, nsh);
         for (int64_t r0 = 0; r0 < nr; r0 += TL_R) {
             const int rows = nr - r0 < TL_R ? (int)(nr - r0) : TL_R;
             float o[TL_R][8 * TL_G] __attribute__((aligned(32)));
